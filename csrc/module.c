@@ -1,0 +1,502 @@
+/*
+ * sinpe._core: the CPython binding.  It only parses and validates arguments
+ * (so every bad call fails before anything is written), allocates the
+ * result, describes the NumPy array to the C kernel as a sinpe_array, and
+ * releases the GIL around the kernel.  All math lives in kernels.c.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+#include <math.h>
+
+#include "sinpe.h"
+
+/* ------------------------------------------------------------------ */
+/* Argument conversion: every message names the argument and its value. */
+
+/* Re-raises the pending exception with "name: " in front of its message, so
+ * NumPy's precise wording ("data type 'x' not understood") is kept. */
+static void prefix_pending_error(const char *name)
+{
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    PyObject *message = value != NULL ? PyObject_Str(value) : NULL;
+    if (message != NULL) {
+        PyErr_Format(type, "%s: %U", name, message);
+        Py_DECREF(message);
+    } else {
+        PyErr_Restore(type, value, traceback); /* keep the original */
+        return;
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(traceback);
+}
+
+/* An integer argument: int-like objects only (as NumPy's shape arguments). */
+static int integer_arg(PyObject *obj, const char *name, long long *value)
+{
+    if (PyFloat_Check(obj) || !PyIndex_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an integer, not %.200s", name,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    PyObject *index = PyNumber_Index(obj);
+    if (index == NULL) {
+        prefix_pending_error(name);
+        return -1;
+    }
+    int overflow = 0;
+    *value = PyLong_AsLongLongAndOverflow(index, &overflow);
+    if (overflow != 0) {
+        PyErr_Format(PyExc_OverflowError, "%s=%S does not fit in 64 bits", name, index);
+        Py_DECREF(index);
+        return -1;
+    }
+    Py_DECREF(index);
+    return (*value == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int size_arg(PyObject *obj, const char *name, Py_ssize_t *value)
+{
+    long long wide;
+    if (integer_arg(obj, name, &wide) < 0) {
+        return -1;
+    }
+    if (wide > PY_SSIZE_T_MAX) {
+        PyErr_Format(PyExc_OverflowError, "%s=%lld is larger than the largest array size", name,
+                     wide);
+        return -1;
+    }
+    *value = (Py_ssize_t)wide;
+    return 0;
+}
+
+/* A real number: ints, floats, NumPy scalars; not complex, not str. */
+static int real_arg(PyObject *obj, const char *name, double *value)
+{
+    if (PyComplex_Check(obj) || PyArray_IsScalar(obj, ComplexFloating) || PyUnicode_Check(obj) ||
+        PyBytes_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a real number, not %.200s", name,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *value = PyFloat_AsDouble(obj);
+    if (*value == -1.0 && PyErr_Occurred()) {
+        prefix_pending_error(name);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_base(double n)
+{
+    if (!(n >= SINPE_MIN_BASE && n <= SINPE_MAX_BASE)) {
+        PyObject *shown = PyFloat_FromDouble(n);
+        if (shown != NULL) {
+            PyErr_Format(PyExc_ValueError, "n must be a finite base with %g <= n <= %g, got n=%R",
+                         SINPE_MIN_BASE, SINPE_MAX_BASE, shown);
+            Py_DECREF(shown);
+        }
+        return -1;
+    }
+    return 0;
+}
+
+/* Rows are positions offset .. offset + rows - 1; all must be in the bound. */
+static int check_positions(long long offset, Py_ssize_t rows, const char *rows_name)
+{
+    const long long bound = SINPE_MAX_POSITION;
+    if (offset < -bound || offset > bound) {
+        PyErr_Format(PyExc_ValueError,
+                     "offset=%lld is outside the supported positions -%lld .. %lld", offset,
+                     bound, bound);
+        return -1;
+    }
+    if ((long long)rows > bound - offset + 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s=%zd with offset=%lld reaches position %lld, beyond the supported "
+                     "bound %lld",
+                     rows_name, rows, offset, offset + (long long)rows - 1, bound);
+        return -1;
+    }
+    return 0;
+}
+
+static const char *const supported_dtypes = "float16, float32 or float64";
+
+static int dtype_code(PyArray_Descr *descr, sinpe_dtype *code)
+{
+    switch (descr->type_num) {
+    case NPY_HALF: *code = SINPE_FLOAT16; return 0;
+    case NPY_FLOAT: *code = SINPE_FLOAT32; return 0;
+    case NPY_DOUBLE: *code = SINPE_FLOAT64; return 0;
+    default: return -1;
+    }
+}
+
+/* A float16/32/64 ndarray that may be written: the shared checks of out= and
+ * embeddings.  Fills the kernel's view of it. */
+static int writable_float_array(PyObject *obj, const char *name, sinpe_array *view)
+{
+    if (!PyArray_Check(obj)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s must be a numpy.ndarray written in place, not %.200s "
+                     "(for a torch tensor pass tensor.numpy())",
+                     name, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    PyArrayObject *array = (PyArrayObject *)obj;
+    if (dtype_code(PyArray_DESCR(array), &view->dtype) < 0) {
+        PyErr_Format(PyExc_TypeError, "%s has dtype %R; sinpe writes only %s", name,
+                     (PyObject *)PyArray_DESCR(array), supported_dtypes);
+        return -1;
+    }
+    if (!PyArray_ISWRITEABLE(array)) {
+        PyErr_Format(PyExc_ValueError, "%s is read-only", name);
+        return -1;
+    }
+    view->data = PyArray_BYTES(array);
+    view->byteswapped = PyArray_ISBYTESWAPPED(array);
+    view->ndim = PyArray_NDIM(array);
+    view->shape = PyArray_DIMS(array);
+    view->strides = PyArray_STRIDES(array);
+    return 0;
+}
+
+/* One place maps kernel status codes to exceptions. */
+static int kernel_failed(int status)
+{
+    switch (status) {
+    case SINPE_OK:
+        return 0;
+    case SINPE_ERR_NOMEM:
+        PyErr_NoMemory();
+        return -1;
+    default:
+        PyErr_Format(PyExc_SystemError,
+                     "sinpe kernel rejected arguments the binding accepted (status %d)", status);
+        return -1;
+    }
+}
+
+/* ------------------------------------------------------------------ */
+
+PyDoc_STRVAR(encode_doc,
+"encode($module, /, L, d, n=10000.0, *, offset=0, dtype=None, out=None)\n"
+"--\n"
+"\n"
+"Sinusoidal positional encoding table of \"Attention Is All You Need\".\n"
+"\n"
+"Row ``i`` is position ``p = offset + i``; column ``j`` is\n"
+"``sin(p * w)`` for even ``j`` and ``cos(p * w)`` for odd ``j``, with\n"
+"``w = n ** (-2 * (j // 2) / d)``.  An odd ``d`` ends with a sine column.\n"
+"Angles and values are computed in double precision and rounded once to\n"
+"the output dtype: float32 output is within 2**-24 of the exact value.\n"
+"\n"
+"Parameters\n"
+"----------\n"
+"L : int\n"
+"    Number of positions (rows), ``L >= 0``.\n"
+"d : int\n"
+"    Number of features (columns), ``d >= 1``.\n"
+"n : float, optional\n"
+"    Base of the wavelengths, ``1 <= n <= 1e30``.  Default 10000.\n"
+"offset : int, optional\n"
+"    Position of the first row.  All positions must satisfy\n"
+"    ``|p| <= sinpe.MAX_POSITION`` (2**24).\n"
+"dtype : data-type, optional\n"
+"    float16, float32 or float64, any spelling NumPy accepts.  None (the\n"
+"    default) means float32, or ``out.dtype`` when ``out`` is given; an\n"
+"    explicit dtype must match ``out.dtype``.\n"
+"out : numpy.ndarray, optional\n"
+"    A writeable ``(L, d)`` array of a supported dtype, with any strides,\n"
+"    to fill instead of allocating.\n"
+"\n"
+"Returns\n"
+"-------\n"
+"numpy.ndarray\n"
+"    A new C-contiguous ``(L, d)`` array, or ``out``.\n"
+"\n"
+"Raises\n"
+"------\n"
+"TypeError\n"
+"    An argument of the wrong kind (a float for ``L``, an integer dtype,\n"
+"    ``out`` not an ndarray).\n"
+"ValueError\n"
+"    A wrong value (``L < 0``, ``d < 1``, ``n`` out of range, positions\n"
+"    beyond the bound, ``out`` of the wrong shape or read-only).\n"
+"OverflowError, MemoryError\n"
+"    A table too large to represent or allocate.\n"
+"\n"
+"Examples\n"
+"--------\n"
+">>> import sinpe\n"
+">>> sinpe.encode(3, 4).round(4)\n"
+"array([[0.    , 1.    , 0.    , 1.    ],\n"
+"       [0.8415, 0.5403, 0.01  , 1.    ],\n"
+"       [0.9093, -0.4161, 0.02  , 0.9998]], dtype=float32)\n");
+
+static PyObject *encode(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"L", "d", "n", "offset", "dtype", "out", NULL};
+    PyObject *rows_obj, *cols_obj, *base_obj = NULL, *offset_obj = NULL, *dtype_obj = Py_None,
+                                   *out_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O$OOO:encode", keywords, &rows_obj,
+                                     &cols_obj, &base_obj, &offset_obj, &dtype_obj, &out_obj)) {
+        return NULL;
+    }
+    Py_ssize_t rows, cols;
+    long long offset = 0;
+    double n = 10000.0;
+    if (size_arg(rows_obj, "L", &rows) < 0 || size_arg(cols_obj, "d", &cols) < 0 ||
+        (base_obj != NULL && real_arg(base_obj, "n", &n) < 0) ||
+        (offset_obj != NULL && integer_arg(offset_obj, "offset", &offset) < 0)) {
+        return NULL;
+    }
+    if (rows < 0) {
+        return PyErr_Format(PyExc_ValueError, "L must be >= 0, got L=%zd", rows);
+    }
+    if (cols < 1) {
+        return PyErr_Format(PyExc_ValueError, "d must be >= 1, got d=%zd", cols);
+    }
+    if (check_base(n) < 0 || check_positions(offset, rows, "L") < 0) {
+        return NULL;
+    }
+
+    PyArray_Descr *descr = NULL; /* owned */
+    if (dtype_obj != Py_None) {
+        if (!PyArray_DescrConverter2(dtype_obj, &descr)) {
+            prefix_pending_error("dtype");
+            return NULL;
+        }
+    }
+    PyArrayObject *result = NULL;
+    sinpe_array view;
+    if (out_obj != Py_None) {
+        if (writable_float_array(out_obj, "out", &view) < 0) {
+            goto fail;
+        }
+        PyArrayObject *out = (PyArrayObject *)out_obj;
+        if (descr != NULL && !PyArray_EquivTypes(descr, PyArray_DESCR(out))) {
+            PyErr_Format(PyExc_TypeError, "dtype=%R does not match out.dtype=%R",
+                         (PyObject *)descr, (PyObject *)PyArray_DESCR(out));
+            goto fail;
+        }
+        if (view.ndim != 2 || view.shape[0] != rows || view.shape[1] != cols) {
+            PyObject *shape = PyObject_GetAttrString(out_obj, "shape");
+            if (shape != NULL) {
+                PyErr_Format(PyExc_ValueError, "out has shape %R, expected (L, d) = (%zd, %zd)",
+                             shape, rows, cols);
+                Py_DECREF(shape);
+            }
+            goto fail;
+        }
+        Py_INCREF(out_obj);
+        result = out;
+    } else {
+        if (descr == NULL) {
+            descr = PyArray_DescrFromType(NPY_FLOAT);
+        }
+        sinpe_dtype code;
+        if (dtype_code(descr, &code) < 0) {
+            PyErr_Format(PyExc_TypeError, "dtype=%R is not supported; sinpe writes only %s",
+                         (PyObject *)descr, supported_dtypes);
+            goto fail;
+        }
+        const Py_ssize_t itemsize = code == SINPE_FLOAT16 ? 2 : code == SINPE_FLOAT32 ? 4 : 8;
+        if (rows > 0 && cols > PY_SSIZE_T_MAX / itemsize / rows) {
+            PyErr_Format(PyExc_OverflowError,
+                         "a table of L=%zd by d=%zd elements of %zd bytes is too large to "
+                         "represent",
+                         rows, cols, itemsize);
+            goto fail;
+        }
+        npy_intp dims[2] = {rows, cols};
+        result = (PyArrayObject *)PyArray_NewFromDescr(&PyArray_Type, descr, 2, dims, NULL, NULL,
+                                                       0, NULL);
+        descr = NULL; /* stolen, even on failure */
+        if (result == NULL) {
+            goto fail;
+        }
+        view = (sinpe_array){PyArray_BYTES(result), code, PyArray_ISBYTESWAPPED(result), 2,
+                             PyArray_DIMS(result), PyArray_STRIDES(result)};
+    }
+    Py_XDECREF(descr);
+    descr = NULL;
+
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = sinpe_encode(&view, n, (int64_t)offset);
+    Py_END_ALLOW_THREADS
+    if (kernel_failed(status) < 0) {
+        goto fail;
+    }
+    return (PyObject *)result;
+
+fail:
+    Py_XDECREF(descr);
+    Py_XDECREF(result);
+    return NULL;
+}
+
+PyDoc_STRVAR(add_doc,
+"add_($module, /, embeddings, n=10000.0, *, offset=0, axis=-2, scale=1.0)\n"
+"--\n"
+"\n"
+"Add the positional encoding to ``embeddings`` in place.\n"
+"\n"
+"Computes ``embeddings = scale * embeddings + PE`` in one pass, in double\n"
+"precision, rounded once per element.  Positions run along ``axis``,\n"
+"features along the last axis, and every other axis is batch: use\n"
+"``axis=-2`` for batch-first ``(B, L, d)`` and ``axis=0`` for seq-first\n"
+"``(L, B, d)``.  The table is produced row by row inside the add; no\n"
+"table of the batch's size is ever allocated.\n"
+"\n"
+"Parameters\n"
+"----------\n"
+"embeddings : numpy.ndarray\n"
+"    Writeable float16, float32 or float64 array with at least 2 axes and\n"
+"    any strides (``tensor.numpy()`` for a CPU torch tensor).\n"
+"n : float, optional\n"
+"    Base of the wavelengths, ``1 <= n <= 1e30``.  Default 10000.\n"
+"offset : int, optional\n"
+"    Position of index 0 along ``axis`` (for incremental decoding).\n"
+"axis : int, optional\n"
+"    The position axis; any axis but the last.  Default -2.\n"
+"scale : float, optional\n"
+"    Finite factor applied to ``embeddings`` first, e.g. ``sqrt(d)``.\n"
+"\n"
+"Returns\n"
+"-------\n"
+"numpy.ndarray\n"
+"    ``embeddings`` itself.\n"
+"\n"
+"Raises\n"
+"------\n"
+"TypeError\n"
+"    ``embeddings`` is not an ndarray or has an unsupported dtype.\n"
+"ValueError\n"
+"    Read-only array, fewer than 2 axes, ``axis`` out of range or naming\n"
+"    the feature axis, ``n``/``scale``/positions out of range.  On any\n"
+"    error ``embeddings`` is left unchanged.\n"
+"\n"
+"Examples\n"
+"--------\n"
+">>> import numpy as np, sinpe\n"
+">>> x = np.zeros((2, 3, 4), np.float32)\n"
+">>> sinpe.add_(x) is x\n"
+"True\n");
+
+static PyObject *add_(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"embeddings", "n", "offset", "axis", "scale", NULL};
+    PyObject *x_obj, *base_obj = NULL, *offset_obj = NULL, *axis_obj = NULL, *scale_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOO:add_", keywords, &x_obj, &base_obj,
+                                     &offset_obj, &axis_obj, &scale_obj)) {
+        return NULL;
+    }
+    long long offset = 0, axis = -2;
+    double n = 10000.0, scale = 1.0;
+    sinpe_array view;
+    if ((base_obj != NULL && real_arg(base_obj, "n", &n) < 0) ||
+        (offset_obj != NULL && integer_arg(offset_obj, "offset", &offset) < 0) ||
+        (axis_obj != NULL && integer_arg(axis_obj, "axis", &axis) < 0) ||
+        (scale_obj != NULL && real_arg(scale_obj, "scale", &scale) < 0) ||
+        writable_float_array(x_obj, "embeddings", &view) < 0 || check_base(n) < 0) {
+        return NULL;
+    }
+    if (!isfinite(scale)) {
+        PyObject *shown = PyFloat_FromDouble(scale);
+        if (shown != NULL) {
+            PyErr_Format(PyExc_ValueError, "scale must be finite, got scale=%R", shown);
+            Py_DECREF(shown);
+        }
+        return NULL;
+    }
+    if (view.ndim < 2) {
+        return PyErr_Format(PyExc_ValueError,
+                            "embeddings must have at least 2 axes (positions, features), got "
+                            "ndim=%d",
+                            view.ndim);
+    }
+    if (axis < -view.ndim || axis >= view.ndim) {
+        return PyErr_Format(PyExc_ValueError, "axis=%lld is out of range for embeddings with %d axes",
+                            axis, view.ndim);
+    }
+    const int pos_axis = (int)(axis < 0 ? axis + view.ndim : axis);
+    if (pos_axis == view.ndim - 1) {
+        return PyErr_Format(PyExc_ValueError,
+                            "axis=%lld names the feature axis (the last); positions must run "
+                            "along another axis",
+                            axis);
+    }
+    if (check_positions(offset, view.shape[pos_axis], "embeddings.shape[axis]") < 0) {
+        return NULL;
+    }
+
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = sinpe_add(&view, pos_axis, n, (int64_t)offset, scale);
+    Py_END_ALLOW_THREADS
+    if (kernel_failed(status) < 0) {
+        return NULL;
+    }
+    Py_INCREF(x_obj);
+    return x_obj;
+}
+
+static PyMethodDef core_methods[] = {
+    {"encode", (PyCFunction)(void (*)(void))encode, METH_VARARGS | METH_KEYWORDS, encode_doc},
+    {"add_", (PyCFunction)(void (*)(void))add_, METH_VARARGS | METH_KEYWORDS, add_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static int core_exec(PyObject *module)
+{
+    if (PyArray_ImportNumPyAPI() < 0) {
+        return -1;
+    }
+    if (PyModule_AddIntConstant(module, "MAX_POSITION", (long)SINPE_MAX_POSITION) < 0) {
+        return -1;
+    }
+    PyObject *min_base = PyFloat_FromDouble(SINPE_MIN_BASE);
+    if (min_base == NULL) {
+        return -1;
+    }
+    int added = PyModule_AddObjectRef(module, "MIN_BASE", min_base);
+    Py_DECREF(min_base);
+    if (added < 0) {
+        return -1;
+    }
+    PyObject *max_base = PyFloat_FromDouble(SINPE_MAX_BASE);
+    if (max_base == NULL) {
+        return -1;
+    }
+    added = PyModule_AddObjectRef(module, "MAX_BASE", max_base);
+    Py_DECREF(max_base);
+    return added;
+}
+
+static PyModuleDef_Slot core_slots[] = {
+    {Py_mod_exec, core_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef core_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "sinpe._core",
+    .m_doc = "C kernels of sinpe: sinusoidal positional encodings into NumPy arrays.",
+    .m_size = 0,
+    .m_methods = core_methods,
+    .m_slots = core_slots,
+};
+
+PyMODINIT_FUNC PyInit__core(void)
+{
+    return PyModuleDef_Init(&core_module);
+}

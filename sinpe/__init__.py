@@ -1,0 +1,9 @@
+"""sinpe: exact, fast sinusoidal positional encodings into NumPy arrays.
+
+``encode(L, d)`` builds the table of "Attention Is All You Need";
+``add_(embeddings)`` adds it in place.  See ``help(sinpe.encode)``.
+"""
+from sinpe._core import MAX_BASE, MAX_POSITION, MIN_BASE, add_, encode
+
+__version__ = "0.1.0"
+__all__ = ["encode", "add_", "MAX_POSITION", "MIN_BASE", "MAX_BASE", "__version__"]
