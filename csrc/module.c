@@ -11,6 +11,7 @@
 #include <numpy/arrayobject.h>
 
 #include <math.h>
+#include <stdio.h>
 
 #include "sinpe.h"
 
@@ -96,10 +97,13 @@ static int real_arg(PyObject *obj, const char *name, double *value)
 static int check_base(double n)
 {
     if (!(n >= SINPE_MIN_BASE && n <= SINPE_MAX_BASE)) {
+        /* PyErr_Format has no %g: the bounds go through snprintf */
+        char bounds[64];
+        snprintf(bounds, sizeof bounds, "%g <= n <= %g", SINPE_MIN_BASE, SINPE_MAX_BASE);
         PyObject *shown = PyFloat_FromDouble(n);
         if (shown != NULL) {
-            PyErr_Format(PyExc_ValueError, "n must be a finite base with %g <= n <= %g, got n=%R",
-                         SINPE_MIN_BASE, SINPE_MAX_BASE, shown);
+            PyErr_Format(PyExc_ValueError, "n must be a finite base with %s, got n=%R", bounds,
+                         shown);
             Py_DECREF(shown);
         }
         return -1;
