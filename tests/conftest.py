@@ -1,0 +1,128 @@
+"""Shared pieces of sinpe's test suite.
+
+* ``require_torch()`` / the ``torch`` fixture: PyTorch is a test dependency
+  that a developer may not have.  Without it the tests that compare against
+  the seed recipes skip, except under ``CI=true``, where a missing torch is an
+  error: CI must never go green by skipping the comparisons it exists for.
+* The tests' own float64 reference (deliberately not ``sinpe.reference``, so
+  a bug there cannot hide a bug in sinpe) and the error bound of any
+  double-precision evaluation of the formula, derived below.
+* Helpers to sample rows anywhere in the supported position range.
+
+Error analysis used throughout (u = 2**-53, the unit roundoff of float64):
+
+For column j of d, with k = j // 2, a double method forms
+    e   = fl(-(2k) / d)            (2k and d are exact: one rounding, |de| <= u|e|)
+    w~  = pow(n, e)                (libm pow, < 1 ulp: relative <= 2u)
+    a~  = fl(p * w~)               (p is an exact integer: one rounding, u)
+Since n**(e(1+t)) = w * exp(t * e * ln n) = w * exp(t * ln w), the rounding of
+the exponent becomes a relative error |ln w| * u of w.  To first order
+    |a~ - p w| <= |p w| * (|ln w| + 2 + 1) * u = |p w| * (|ln w| + 3) * u,
+and |ln w| <= ln n.  |sin'| <= 1, so the value inherits this angle error, plus
+the rounding of sin/cos itself: < 1 ulp, and one ulp of a double in [0.5, 1)
+is 2**-53 = u.  (glibc's sin/cos, which NumPy matches bit for bit on these
+machines, are correctly rounded in practice; we only rely on < 1 ulp.)
+So the float64 reference is within ``double_error_bound(p, w, value_error=1)``
+of the exact value.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+
+U64 = 2.0**-53  # unit roundoff of float64; also 1 ulp of a double in [0.5, 1)
+U32 = 2.0**-24  # unit roundoff of float32; also 1 ulp of a float32 in [0.5, 1)
+
+# sinpe's own double values (before the final rounding to the output dtype).
+# DESIGN.md section 1 allows, and csrc/kernels.c uses, angle addition with exact
+# restarts: p = p0 + r, value = sin(p0 w) cos(r w) + cos(p0 w) sin(r w) with all
+# four factors from libm (<= 1 ulp = u each) at the double angles fl(p0 w~),
+# fl(r w~).  Against the direct evaluation this changes two things:
+# * the angle: both products use the same w~, so the w error is still
+#   |p w| (|ln w| + 2) u, but two products are rounded instead of one:
+#   (|p0| + |r|) w u.  Blocks are aligned to absolute positions, so for p >= 0
+#   |p0| + |r| = |p|, while for p < 0 the anchor p0 lies up to B - 1 rows below
+#   p and |p0| + |r| <= |p| + 2 (B - 1) for blocks of B rows.  We assume
+#   restarts at least every RESTART_ROWS = 64 rows ("every few rows").
+# * the value: |sin| + |cos| <= sqrt(2) on each side, so the four factor
+#   errors give <= 2 sqrt(2) u, the two products round by <= u/2 each and the
+#   sum by <= u (half an ulp of a result that may reach 1):
+#   SINPE_VALUE_ERROR = (2 sqrt(2) + 2) u.
+RESTART_ROWS = 64
+SINPE_VALUE_ERROR = 2.0 * math.sqrt(2.0) + 2.0  # in units of u
+
+MAX_POSITION = 2**24  # DESIGN.md section 1: the promise holds for |p| <= 2**24
+
+
+def require_torch():
+    """Import torch; skip without it, but fail under ``CI=true``."""
+    try:
+        import torch
+    except ImportError as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(
+                f"CI=true and torch cannot be imported ({exc}); install it with "
+                "`pip install torch==2.13.0`",
+                pytrace=False,
+            )
+        pytest.skip("torch is not installed (pip install torch==2.13.0)", allow_module_level=True)
+    return torch
+
+
+@pytest.fixture(scope="session")
+def torch():
+    return require_torch()
+
+
+def freq64(d: int, n: float) -> np.ndarray:
+    """w for every column j of d (pairs share a frequency), float64, as DESIGN.md says."""
+    k = np.arange(d) // 2
+    return np.power(np.float64(n), -(2.0 * k) / d)
+
+
+def table64(positions, d: int, n: float) -> np.ndarray:
+    """Float64 reference: row i is position positions[i]; sin on even, cos on odd columns."""
+    p = np.asarray(positions, dtype=np.float64)[:, None]
+    angles = p * freq64(d, n)
+    even = (np.arange(d) % 2) == 0
+    return np.where(even, np.sin(angles), np.cos(angles))
+
+
+def double_error_bound(positions, d: int, n: float, value_error: float = 1.0) -> np.ndarray:
+    """Absolute error bound of a direct double-precision evaluation (module docstring).
+
+    ``value_error`` is the error of the final sin/cos evaluation in units of u
+    (1 for a libm call).
+    """
+    p = np.abs(np.asarray(positions, dtype=np.float64))[:, None]
+    w = freq64(d, n)
+    return p * w * (np.abs(np.log(w)) + 3.0) * U64 + value_error * U64
+
+
+def sinpe_double_bound(positions, d: int, n: float) -> np.ndarray:
+    """Bound of |sinpe's double value - exact|, element-wise (see RESTART_ROWS above)."""
+    p = np.abs(np.asarray(positions, dtype=np.float64))[:, None]
+    w = freq64(d, n)
+    split = np.where(np.asarray(positions)[:, None] < 0, 2.0 * (RESTART_ROWS - 1), 0.0)
+    return (p * (np.abs(np.log(w)) + 3.0) + split) * w * U64 + SINPE_VALUE_ERROR * U64
+
+
+def positions_of(offset: int, L: int) -> np.ndarray:
+    return np.arange(offset, offset + L, dtype=np.int64)
+
+
+def sample_offsets(rng: np.random.Generator, L: int, count: int) -> list[int]:
+    """Offsets of L-row windows covering both ends of +-2**24, zero, and random spots."""
+    fixed = [
+        -MAX_POSITION,  # first window starts at the lowest supported position
+        MAX_POSITION - L + 1,  # last window ends exactly at 2**24
+        -L // 2,  # straddles zero
+        0,
+        4096 - L // 2,
+        -(2**20),
+    ]
+    lo, hi = -MAX_POSITION, MAX_POSITION - L + 1
+    return fixed + [int(o) for o in rng.integers(lo, hi + 1, size=count)]
