@@ -1,0 +1,202 @@
+"""Threads: concurrent calls give the serial results bit for bit, and the
+GIL is released while the kernel runs.
+
+The GIL test counts, instead of timing: the switch interval is set so high
+that the interpreter never takes the GIL away from the main thread by force.
+A second thread can then run Python code only when the main thread gives
+the GIL up by itself, which during a sinpe call means the call released it.
+So the counter moves during the calls if and only if the GIL is released;
+no threshold, no dependence on the machine's speed or load.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import sinpe
+
+THREADS = 8
+ROUNDS = 6
+
+
+def jobs():
+    """Independent calls of every kind: (name, function of a fresh array or None)."""
+    return [
+        ("encode f32", lambda: sinpe.encode(1500, 128)),
+        ("encode f64 offset", lambda: sinpe.encode(700, 96, 500.0, offset=-12345, dtype=np.float64)),
+        ("encode f16 odd d", lambda: sinpe.encode(2000, 33, dtype=np.float16)),
+        ("encode out transposed", lambda: sinpe.encode(900, 64, out=np.empty((64, 900), ">f4").T)),
+        ("add_ batch-first", lambda: sinpe.add_(np.ones((4, 500, 64), np.float32), scale=8.0)),
+        ("add_ seq-first f64", lambda: sinpe.add_(np.ones((600, 3, 50)), offset=77, axis=0)),
+        ("add_ f16 swapped", lambda: sinpe.add_(np.ones((2, 800, 40), np.dtype("f2").newbyteorder()))),
+    ]
+
+
+def run_together(work, count=THREADS):
+    """work(i) in `count` threads released at once; re-raises the first error."""
+    barrier = threading.Barrier(count)
+    errors = []
+
+    def main(i):
+        try:
+            barrier.wait()
+            work(i)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=main, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+        assert not t.is_alive(), "a thread is stuck"
+    if errors:
+        raise errors[0]
+
+
+def same_bits(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def test_concurrent_calls_on_separate_arrays_match_serial():
+    serial = {name: job() for name, job in jobs()}
+    results = [[] for _ in range(THREADS)]
+
+    def work(i):
+        order = jobs()[i % 7:] + jobs()[: i % 7]  # every thread in a different order
+        for _ in range(ROUNDS):
+            for name, job in order:
+                results[i].append((name, job()))
+
+    run_together(work)
+    for per_thread in results:
+        assert len(per_thread) == ROUNDS * len(serial)
+        for name, got in per_thread:
+            assert same_bits(got, serial[name]), f"{name} differs from the serial run"
+
+
+def test_concurrent_calls_on_one_shared_array_match_serial():
+    """Many threads encode the same table into one out= array, and add_ into
+    disjoint slices of one shared batch: every element ends as in a serial run."""
+    expected_table = sinpe.encode(3000, 64, 100.0, offset=5)
+    shared_out = np.full((3000, 64), np.nan, np.float32)
+    batch = np.ones((THREADS, 800, 48), np.float64)
+    expected_batch = batch.copy()
+    for i in range(THREADS):
+        sinpe.add_(expected_batch[i : i + 1], offset=i * 100, scale=0.5)
+
+    def work(i):
+        for _ in range(ROUNDS):
+            sinpe.encode(3000, 64, 100.0, offset=5, out=shared_out)
+        sinpe.add_(batch[i : i + 1], offset=i * 100, scale=0.5)
+
+    run_together(work)
+    assert same_bits(shared_out, expected_table)
+    assert same_bits(batch, expected_batch)
+
+
+@pytest.mark.skipif(not hasattr(sinpe, "set_num_threads"), reason="sinpe.set_num_threads not present")
+def test_changing_the_thread_count_during_calls_changes_no_bits():
+    serial = {name: job() for name, job in jobs()}
+    before = sinpe.get_num_threads()
+    stop = threading.Event()
+
+    def churn():
+        k = 0
+        while not stop.is_set():
+            sinpe.set_num_threads(1 + k % 4)
+            k += 1
+            time.sleep(0.0005)
+
+    changer = threading.Thread(target=churn)
+    changer.start()
+    try:
+        mismatches = []
+
+        def work(i):
+            for _ in range(ROUNDS):
+                for name, job in jobs():
+                    if not same_bits(job(), serial[name]):
+                        mismatches.append(name)
+
+        run_together(work, count=4)
+    finally:
+        stop.set()
+        changer.join()
+        sinpe.set_num_threads(before)
+    assert not mismatches, f"results changed with the thread count: {sorted(set(mismatches))}"
+
+
+def big_calls():
+    """Calls that each run the kernel for a while, with bounded memory."""
+    out = np.empty((2048, 1024), np.float32)
+    x = np.zeros((4, 512, 1024), np.float32)
+    return {
+        "encode": lambda: sinpe.encode(2048, 1024),
+        "encode out=": lambda: sinpe.encode(2048, 1024, out=out),
+        "add_": lambda: sinpe.add_(x, scale=0.5),
+    }
+
+
+@pytest.mark.parametrize("name", ["encode", "encode out=", "add_"])
+def test_gil_is_released_while_the_kernel_runs(name):
+    call = big_calls()[name]
+    call()  # first-call setup (thread pool, caches) outside the count
+    ticks = [0]
+    stop = threading.Event()
+
+    def count():
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0)  # give the GIL back at once: the main thread waits only for us
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)  # never taken from the main thread by force
+    counter = threading.Thread(target=count)
+    try:
+        counter.start()
+        during = 0
+        deadline = time.perf_counter() + 0.5
+        calls = 0
+        while time.perf_counter() < deadline or calls < 3:
+            before = ticks[0]  # the main thread holds the GIL from here ...
+            call()
+            during += ticks[0] - before  # ... to here, except inside call()
+            calls += 1
+    finally:
+        stop.set()
+        sys.setswitchinterval(interval)
+        counter.join()
+    assert during > 0, f"no other thread ran during {calls} calls of {name}: the GIL was held"
+
+
+def test_gil_test_detects_a_call_that_holds_the_gil():
+    """The counting method itself: a long C call that keeps the GIL
+    (sorting a big array does) lets the counter make no progress at all."""
+    data = np.random.default_rng(0).random(2_000_000)
+    ticks = [0]
+    stop = threading.Event()
+
+    def count():
+        while not stop.is_set():
+            ticks[0] += 1
+            time.sleep(0)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)
+    counter = threading.Thread(target=count)
+    try:
+        counter.start()
+        before = ticks[0]
+        for _ in range(5):
+            sum(data[:100_000].tolist())  # pure Python work, GIL held throughout
+        during = ticks[0] - before
+    finally:
+        stop.set()
+        sys.setswitchinterval(interval)
+        counter.join()
+    assert during == 0
