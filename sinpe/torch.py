@@ -251,4 +251,5 @@ class PositionalEncoding(nn.Module):
             table = self.pe[offset : offset + length]
         # One cast of exact values to x's dtype; a non-float x promotes as in the originals.
         dtype = x.dtype if x.is_floating_point() else table.dtype
-        return self.dropout(x + table.to(device=x.device, dtype=dtype))
+        out: torch.Tensor = self.dropout(x + table.to(device=x.device, dtype=dtype))
+        return out

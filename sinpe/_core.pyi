@@ -1,0 +1,87 @@
+"""Type stubs for the C extension sinpe._core (see csrc/module.c for the docstrings)."""
+
+from typing import Any, Final, Literal, TypeAlias, TypeVar, overload
+
+import numpy as np
+from numpy.typing import DTypeLike, NDArray
+
+MAX_POSITION: Final[int]
+MIN_BASE: Final[float]
+MAX_BASE: Final[float]
+MAX_THREADS: Final[int]
+
+_ArrayT = TypeVar("_ArrayT", bound=np.ndarray[Any, Any])
+
+_Float16Spelling: TypeAlias = (
+    type[np.float16] | np.dtype[np.float16] | Literal["float16", "f2", "half", "e"]
+)
+_Float32Spelling: TypeAlias = (
+    type[np.float32] | np.dtype[np.float32] | Literal["float32", "f4", "single", "f"]
+)
+_Float64Spelling: TypeAlias = (
+    type[np.float64] | type[float] | np.dtype[np.float64] | Literal["float64", "f8", "double", "d"]
+)
+
+# With out=, the result is out itself.  float16 comes before float32 and float32
+# before float64 because NumPy's stubs make the narrower float a subtype of the wider;
+# that makes mypy call them overlapping, and the first match is the one we mean.
+@overload
+def encode(
+    L: int,
+    d: int,
+    n: float = 10000.0,
+    *,
+    offset: int = 0,
+    dtype: DTypeLike | None = None,
+    out: _ArrayT,
+) -> _ArrayT: ...
+@overload
+def encode(  # type: ignore[overload-overlap]
+    L: int,
+    d: int,
+    n: float = 10000.0,
+    *,
+    offset: int = 0,
+    dtype: _Float16Spelling,
+    out: None = None,
+) -> NDArray[np.float16]: ...
+@overload
+def encode(  # type: ignore[overload-overlap]
+    L: int,
+    d: int,
+    n: float = 10000.0,
+    *,
+    offset: int = 0,
+    dtype: _Float32Spelling | None = None,
+    out: None = None,
+) -> NDArray[np.float32]: ...
+@overload
+def encode(
+    L: int,
+    d: int,
+    n: float = 10000.0,
+    *,
+    offset: int = 0,
+    dtype: _Float64Spelling,
+    out: None = None,
+) -> NDArray[np.float64]: ...
+@overload
+def encode(
+    L: int,
+    d: int,
+    n: float = 10000.0,
+    *,
+    offset: int = 0,
+    dtype: DTypeLike,
+    out: None = None,
+) -> NDArray[np.floating[Any]]: ...
+def add_(
+    embeddings: _ArrayT,
+    n: float = 10000.0,
+    *,
+    offset: int = 0,
+    axis: int = -2,
+    scale: float = 1.0,
+) -> _ArrayT: ...
+def set_num_threads(threads: int, /) -> None: ...
+def get_num_threads() -> int: ...
