@@ -22,7 +22,7 @@ and |ln w| <= ln n.  |sin'| <= 1, so the value inherits this angle error, plus
 the rounding of sin/cos itself: < 1 ulp, and one ulp of a double in [0.5, 1)
 is 2**-53 = u.  (glibc's sin/cos, which NumPy matches bit for bit on these
 machines, are correctly rounded in practice; we only rely on < 1 ulp.)
-So the float64 reference is within ``double_error_bound(p, w, value_error=1)``
+So the float64 reference is within ``double_error_bound(positions, d, n)``
 of the exact value.
 """
 from __future__ import annotations
@@ -37,10 +37,11 @@ U64 = 2.0**-53  # unit roundoff of float64; also 1 ulp of a double in [0.5, 1)
 U32 = 2.0**-24  # unit roundoff of float32; also 1 ulp of a float32 in [0.5, 1)
 
 # sinpe's own double values (before the final rounding to the output dtype).
-# DESIGN.md section 1 allows, and csrc/kernels.c uses, angle addition with exact
-# restarts: p = p0 + r, value = sin(p0 w) cos(r w) + cos(p0 w) sin(r w) with all
-# four factors from libm (<= 1 ulp = u each) at the double angles fl(p0 w~),
-# fl(r w~).  Against the direct evaluation this changes two things:
+# DESIGN.md section 1 allows, and csrc/ uses, angle addition with exact
+# restarts: p = p0 + r, value = sin(p0 w) cos(r w) + cos(p0 w) sin(r w), the four
+# factors evaluated at the double angles fl(p0 w~), fl(r w~), each within
+# SINCOS_ERROR of the sin/cos of that double angle.  Against the direct
+# evaluation this changes two things:
 # * the angle: both products use the same w~, so the w error is still
 #   |p w| (|ln w| + 2) u, but two products are rounded instead of one:
 #   (|p0| + |r|) w u.  Blocks are aligned to absolute positions, so for p >= 0
@@ -48,11 +49,14 @@ U32 = 2.0**-24  # unit roundoff of float32; also 1 ulp of a float32 in [0.5, 1)
 #   p and |p0| + |r| <= |p| + 2 (B - 1) for blocks of B rows.  We assume
 #   restarts at least every RESTART_ROWS = 64 rows ("every few rows").
 # * the value: |sin| + |cos| <= sqrt(2) on each side, so the four factor
-#   errors give <= 2 sqrt(2) u, the two products round by <= u/2 each and the
-#   sum by <= u (half an ulp of a result that may reach 1):
-#   SINPE_VALUE_ERROR = (2 sqrt(2) + 2) u.
+#   errors give <= 2 sqrt(2) SINCOS_ERROR, the two products round by <= u/2
+#   each and the sum by <= u (half an ulp of a result that may reach 1).
+# SINCOS_ERROR is the documented accuracy of the kernel's own vectorised
+# sincos (csrc/sincos.h: "absolute error below ~4e-16"); a libm sin/cos
+# (< 1 ulp = 2**-53 absolute on [-1, 1]) is inside it.
 RESTART_ROWS = 64
-SINPE_VALUE_ERROR = 2.0 * math.sqrt(2.0) + 2.0  # in units of u
+SINCOS_ERROR = 4e-16
+SINPE_VALUE_ERROR = 2.0 * math.sqrt(2.0) * SINCOS_ERROR / U64 + 2.0  # in units of u (~12.2)
 
 MAX_POSITION = 2**24  # DESIGN.md section 1: the promise holds for |p| <= 2**24
 
