@@ -9,7 +9,13 @@ compile_args = ["-O3", "-std=c11", "-ffp-contract=off", "-fno-math-errno"]
 
 core = Extension(
     "sinpe._core",
-    sources=["csrc/module.c", "csrc/kernels.c"],
+    sources=[
+        "csrc/module.c",
+        "csrc/kernels.c",
+        "csrc/rows.c",
+        "csrc/table.c",
+        "csrc/threads.c",
+    ],
     include_dirs=["csrc", numpy.get_include()],
     define_macros=[("NPY_TARGET_VERSION", "NPY_1_23_API_VERSION")],
     extra_compile_args=compile_args,

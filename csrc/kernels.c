@@ -1,234 +1,187 @@
 /*
- * The table kernel: frequencies, block rotation with exact restarts, and the
- * per-dtype row writers for encode (store) and add (scale * x + PE).
+ * The public entry points: check arguments, cut the call into chunks, run
+ * the chunks on the thread pool.  The values come from table.h (block
+ * rotation with exact restarts), the element formats from rows.h.
  *
- * Why block rotation: sin/cos from libm cost ~15 ns each, far more than
- * writing the element.  Positions are grouped in blocks of ROWS_PER_BLOCK
- * aligned to absolute multiples of it, p = p0 + r, and
- *     sin(p w) = sin(p0 w) cos(r w) + cos(p0 w) sin(r w)
- *     cos(p w) = cos(p0 w) cos(r w) - sin(p0 w) sin(r w)
- * with the anchors sin/cos(p0 w) and the steps sin/cos(r w) both taken from
- * libm.  Nothing is carried from row to row, so error cannot accumulate with
- * position: each value is a fixed two-product sum of correctly rounded
- * factors (a few 2**-53 absolute), on top of the angle rounding that any
- * double method has.  Because blocks are aligned to absolute positions, the
- * bits of a row do not depend on which call, offset or thread produced it.
+ * How a call is cut.  Rows are grouped in blocks of SINPE_BLOCK_ROWS aligned
+ * to absolute positions (so a row's bits never depend on the cut), features
+ * in tiles of at most TILE_FREQS frequencies, and for add_ the batch in
+ * parts.  A chunk is (a run of blocks) x (one tile) x (one batch part),
+ * sized to about a megabyte of output: big enough that the per-chunk
+ * anchors (sincos of d/2 angles per block) and the pool hand-off vanish,
+ * small enough to balance two threads and to check for Ctrl-C often.
+ *
+ * Per block, a chunk computes the anchors once, then
+ *  - encode: writes each row straight from the anchors and the step rows;
+ *  - add_:   makes the block's PE tile (rows x tile lanes, doubles, a
+ *            quarter MB at most, so it stays in L2) and adds it to every
+ *            batch element of the part, walking memory in address order
+ *            (batch-first: a batch element's rows are contiguous, so batch
+ *            outer; seq-first: a position's batch is contiguous, so rows
+ *            outer).  The PE is never bigger than one tile, and never
+ *            repeated per batch element.
  */
 #include "sinpe.h"
-#include "float16.h"
+#include "rows.h"
+#include "table.h"
+#include "threads.h"
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
-#define ROWS_PER_BLOCK 32
+/* Feature tiles of 512 frequencies = 1024 lanes: the anchors (16 KB) stay
+ * in L1, a tile's step rows (512 KB) and an add_ PE tile (256 KB) in L2, and
+ * rows are walked in runs of 4 KB or more (hardware prefetch).  Narrower
+ * tiles that keep the step rows in L1 were measured no faster: the loop is
+ * bound by its multiplies and conversions, not by L2 (about 6.5 cycles per
+ * 16 float32 with AVX-512, where only two ports take 512-bit FP uops). */
+#define TILE_FREQS 512
+#define CHUNK_MAX_BYTES ((double)(1 << 20))
+#define CHUNK_MIN_BYTES ((double)(64 << 10))
+/* Below this much output a call stays on one thread: waking a helper
+ * (~4 us) would cost more than it saves. */
+#define PARALLEL_MIN_BYTES ((double)(256 << 10))
+/* The calling thread asks the cancel callback about this often. */
+#define CANCEL_BYTES ((double)(8 << 20))
 
-/* Scratch for one call: the per-column factors of the rotation. */
 typedef struct {
-    ptrdiff_t d, pairs;  /* pairs = ceil(d / 2): an odd d ends with a lone sine */
-    double *freq;        /* [pairs] w_k */
-    double *step_sin;    /* [ROWS_PER_BLOCK][pairs] sin(r w_k) */
-    double *step_cos;    /* [ROWS_PER_BLOCK][pairs] cos(r w_k) */
-    double *anchor_sin;  /* [pairs] sin(p0 w_k) of the current block */
-    double *anchor_cos;  /* [pairs] cos(p0 w_k) */
-    double *row;         /* [2 * pairs] the values of one row, interleaved */
-} table_plan;
+    /* what to write */
+    const sinpe_table *table;
+    sinpe_row_format fmt;
+    char *data;           /* element 0 on every axis */
+    ptrdiff_t row_stride; /* bytes between positions */
+    int64_t first;        /* position of row 0 */
+    ptrdiff_t rows, d;
+    int adding;
+    double scale;
+    /* the batch axes of add_ (none for encode) */
+    int batch_ndim;
+    ptrdiff_t batch;      /* product of batch_shape */
+    int rows_outer;       /* walk rows outer, batch inner */
+    ptrdiff_t batch_shape[SINPE_MAX_DIMS];
+    ptrdiff_t batch_strides[SINPE_MAX_DIMS];
+    /* the cut */
+    int64_t block0;       /* start of the first block */
+    ptrdiff_t nblocks, blocks_per_chunk;
+    ptrdiff_t tile_freqs, tile_lanes, ntiles;
+    ptrdiff_t groups, batch_parts, batch_per_part;
+    uint32_t residues;    /* the step rows the call needs */
+    /* scratch, one slice per worker */
+    double *scratch;
+    size_t scratch_per_worker;
+    ptrdiff_t *built_tile; /* wide tables: the tile whose steps a worker holds */
+} plan_t;
 
-/* How a row of the destination is laid out. */
 typedef struct {
-    sinpe_dtype dtype;
-    int swapped;
-    ptrdiff_t col_stride; /* bytes between features */
-    ptrdiff_t d;
-} row_layout;
+    ptrdiff_t index[SINPE_MAX_DIMS];
+    ptrdiff_t offset; /* bytes */
+} batch_cursor;
+
+static ptrdiff_t min_ptrdiff(ptrdiff_t a, ptrdiff_t b)
+{
+    return a < b ? a : b;
+}
 
 static size_t itemsize_of(sinpe_dtype dtype)
 {
     return dtype == SINPE_FLOAT16 ? 2 : dtype == SINPE_FLOAT32 ? 4 : 8;
 }
 
-/* Floor division for possibly negative positions. */
-static int64_t floor_div(int64_t a, int64_t b)
+static void batch_seek(const plan_t *plan, batch_cursor *cur, ptrdiff_t flat)
 {
-    int64_t q = a / b;
-    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
-}
-
-static void plan_free(table_plan *plan)
-{
-    free(plan->freq); /* one allocation holds every array */
-    plan->freq = NULL;
-}
-
-static int plan_alloc(table_plan *plan, ptrdiff_t d)
-{
-    /* 2 * ROWS_PER_BLOCK step rows, freq, two anchors and a two-wide row */
-    const size_t per_pair = 2 * ROWS_PER_BLOCK + 5;
-    const size_t pairs = (size_t)d / 2 + (size_t)d % 2;
-    if (pairs > SIZE_MAX / sizeof(double) / per_pair) {
-        return SINPE_ERR_NOMEM;
-    }
-    double *mem = malloc(pairs * per_pair * sizeof(double));
-    if (mem == NULL) {
-        return SINPE_ERR_NOMEM;
-    }
-    plan->d = d;
-    plan->pairs = (ptrdiff_t)pairs;
-    plan->freq = mem;
-    plan->step_sin = mem + pairs;
-    plan->step_cos = plan->step_sin + ROWS_PER_BLOCK * pairs;
-    plan->anchor_sin = plan->step_cos + ROWS_PER_BLOCK * pairs;
-    plan->anchor_cos = plan->anchor_sin + pairs;
-    plan->row = plan->anchor_cos + pairs;
-    return SINPE_OK;
-}
-
-static void fill_freq(const table_plan *plan, double n)
-{
-    for (ptrdiff_t k = 0; k < plan->pairs; ++k) {
-        plan->freq[k] = pow(n, -(2.0 * (double)k) / (double)plan->d);
+    cur->offset = 0;
+    for (int axis = plan->batch_ndim - 1; axis >= 0; --axis) {
+        cur->index[axis] = flat % plan->batch_shape[axis];
+        flat /= plan->batch_shape[axis];
+        cur->offset += cur->index[axis] * plan->batch_strides[axis];
     }
 }
 
-static void fill_step_row(const table_plan *plan, int64_t r)
+static void batch_step(const plan_t *plan, batch_cursor *cur)
 {
-    double *s = plan->step_sin + r * plan->pairs;
-    double *c = plan->step_cos + r * plan->pairs;
-    for (ptrdiff_t k = 0; k < plan->pairs; ++k) {
-        const double angle = (double)r * plan->freq[k];
-        s[k] = sin(angle);
-        c[k] = cos(angle);
+    for (int axis = plan->batch_ndim - 1; axis >= 0; --axis) {
+        cur->offset += plan->batch_strides[axis];
+        if (++cur->index[axis] < plan->batch_shape[axis]) {
+            return;
+        }
+        cur->offset -= plan->batch_strides[axis] * plan->batch_shape[axis];
+        cur->index[axis] = 0;
     }
 }
 
-/* Step rows for the residues the call will visit: all of them for a long
- * call, only a few for a short one (libm calls dominate small tables). */
-static void fill_steps(const table_plan *plan, int64_t offset, int64_t rows)
+/* Adds the PE tile (rows i < nrows of `tile`) to every batch element of
+ * `part`; base is row 0 of the tile in batch element 0. */
+static void add_tile(const plan_t *plan, char *base, const double *tile, int nrows,
+                     ptrdiff_t lanes, ptrdiff_t part)
 {
-    const int64_t count = rows < ROWS_PER_BLOCK ? rows : ROWS_PER_BLOCK;
-    for (int64_t i = 0; i < count; ++i) {
-        const int64_t p = offset + i;
-        fill_step_row(plan, p - floor_div(p, ROWS_PER_BLOCK) * ROWS_PER_BLOCK);
-    }
-}
-
-static void fill_anchors(const table_plan *plan, int64_t p0)
-{
-    for (ptrdiff_t k = 0; k < plan->pairs; ++k) {
-        const double angle = (double)p0 * plan->freq[k];
-        plan->anchor_sin[k] = sin(angle);
-        plan->anchor_cos[k] = cos(angle);
-    }
-}
-
-/* Interleaved sin/cos values of position p0 + r into plan->row. */
-static void fill_row(const table_plan *plan, int64_t r)
-{
-    const double *as = plan->anchor_sin, *ac = plan->anchor_cos;
-    const double *ss = plan->step_sin + r * plan->pairs;
-    const double *sc = plan->step_cos + r * plan->pairs;
-    double *row = plan->row;
-    for (ptrdiff_t k = 0; k < plan->pairs; ++k) {
-        row[2 * k] = as[k] * sc[k] + ac[k] * ss[k];
-        row[2 * k + 1] = ac[k] * sc[k] - as[k] * ss[k];
-    }
-}
-
-static inline void store_elem(char *dst, sinpe_dtype dtype, int swapped, double value)
-{
-    switch (dtype) {
-    case SINPE_FLOAT16: {
-        uint16_t bits = sinpe_double_to_half(value);
-        if (swapped) bits = (uint16_t)((bits << 8) | (bits >> 8));
-        memcpy(dst, &bits, 2);
-        break;
-    }
-    case SINPE_FLOAT32: {
-        const float narrow = (float)value;
-        uint32_t bits;
-        memcpy(&bits, &narrow, 4);
-        if (swapped) bits = __builtin_bswap32(bits);
-        memcpy(dst, &bits, 4);
-        break;
-    }
-    case SINPE_FLOAT64: {
-        uint64_t bits;
-        memcpy(&bits, &value, 8);
-        if (swapped) bits = __builtin_bswap64(bits);
-        memcpy(dst, &bits, 8);
-        break;
-    }
-    }
-}
-
-static inline double load_elem(const char *src, sinpe_dtype dtype, int swapped)
-{
-    switch (dtype) {
-    case SINPE_FLOAT16: {
-        uint16_t bits;
-        memcpy(&bits, src, 2);
-        if (swapped) bits = (uint16_t)((bits << 8) | (bits >> 8));
-        return sinpe_half_to_double(bits);
-    }
-    case SINPE_FLOAT32: {
-        uint32_t bits;
-        memcpy(&bits, src, 4);
-        if (swapped) bits = __builtin_bswap32(bits);
-        float narrow;
-        memcpy(&narrow, &bits, 4);
-        return narrow;
-    }
-    case SINPE_FLOAT64:
-    default: {
-        uint64_t bits;
-        memcpy(&bits, src, 8);
-        if (swapped) bits = __builtin_bswap64(bits);
-        double wide;
-        memcpy(&wide, &bits, 8);
-        return wide;
-    }
-    }
-}
-
-/* Contiguous native rows take a loop the compiler can vectorise; the
- * generic loop covers any stride and byte order. */
-static void write_row(const row_layout *lay, char *dst, const double *row)
-{
-    const ptrdiff_t d = lay->d;
-    if (!lay->swapped && lay->col_stride == (ptrdiff_t)itemsize_of(lay->dtype)) {
-        if (lay->dtype == SINPE_FLOAT32) {
-            for (ptrdiff_t j = 0; j < d; ++j) {
-                const float narrow = (float)row[j];
-                memcpy(dst + 4 * j, &narrow, 4);
+    const ptrdiff_t b0 = part * plan->batch_per_part;
+    const ptrdiff_t b1 = min_ptrdiff(b0 + plan->batch_per_part, plan->batch);
+    batch_cursor cur;
+    if (plan->rows_outer) {
+        for (int i = 0; i < nrows; ++i) {
+            batch_seek(plan, &cur, b0);
+            for (ptrdiff_t bi = b0; bi < b1; ++bi) {
+                sinpe_add_row(&plan->fmt, base + i * plan->row_stride + cur.offset,
+                              tile + i * plan->tile_lanes, lanes, plan->scale);
+                batch_step(plan, &cur);
             }
-            return;
         }
-        if (lay->dtype == SINPE_FLOAT64) {
-            memcpy(dst, row, (size_t)d * 8);
-            return;
+    } else {
+        batch_seek(plan, &cur, b0);
+        for (ptrdiff_t bi = b0; bi < b1; ++bi) {
+            for (int i = 0; i < nrows; ++i) {
+                sinpe_add_row(&plan->fmt, base + i * plan->row_stride + cur.offset,
+                              tile + i * plan->tile_lanes, lanes, plan->scale);
+            }
+            batch_step(plan, &cur);
         }
-    }
-    for (ptrdiff_t j = 0; j < d; ++j) {
-        store_elem(dst + j * lay->col_stride, lay->dtype, lay->swapped, row[j]);
     }
 }
 
-static void add_row(const row_layout *lay, char *dst, const double *row, double scale)
+static void run_chunk(void *context, ptrdiff_t chunk, int worker)
 {
-    const ptrdiff_t d = lay->d;
-    if (!lay->swapped && lay->dtype == SINPE_FLOAT32 && lay->col_stride == 4) {
-        for (ptrdiff_t j = 0; j < d; ++j) {
-            float narrow;
-            memcpy(&narrow, dst + 4 * j, 4);
-            narrow = (float)(scale * (double)narrow + row[j]);
-            memcpy(dst + 4 * j, &narrow, 4);
+    const plan_t *plan = context;
+    const sinpe_table *table = plan->table;
+    double *a = plan->scratch + (size_t)worker * plan->scratch_per_worker;
+    double *b = a + plan->tile_lanes;
+    double *sin_tmp = b + plan->tile_lanes;
+    double *cos_tmp = sin_tmp + plan->tile_freqs;
+    double *tile = cos_tmp + plan->tile_freqs; /* SINPE_BLOCK_ROWS rows (add_) or 1 */
+    double *step_buffer = tile + (plan->adding ? SINPE_BLOCK_ROWS : 1) * plan->tile_lanes;
+
+    /* Tile-major order: consecutive chunks share a tile, so a worker on a
+     * wide table rebuilds its step rows only when its tile changes. */
+    const ptrdiff_t per_tile = plan->groups * plan->batch_parts;
+    const ptrdiff_t tile_index = chunk / per_tile;
+    const ptrdiff_t group = (chunk % per_tile) / plan->batch_parts;
+    const ptrdiff_t part = chunk % plan->batch_parts;
+    const ptrdiff_t k0 = tile_index * plan->tile_freqs;
+    const ptrdiff_t k1 = min_ptrdiff(k0 + plan->tile_freqs, table->nfreq);
+    const ptrdiff_t lane0 = 2 * k0;
+    const ptrdiff_t lanes = min_ptrdiff(2 * k1, plan->d) - lane0; /* odd d: no last cosine */
+    const int rebuild = plan->built_tile[worker] != tile_index;
+    plan->built_tile[worker] = tile_index;
+    const sinpe_steps steps =
+        sinpe_steps_for(table, k0, k1, rebuild ? plan->residues : 0, step_buffer);
+    const ptrdiff_t blk_end = min_ptrdiff((group + 1) * plan->blocks_per_chunk, plan->nblocks);
+    const int64_t end = plan->first + plan->rows;
+
+    for (ptrdiff_t blk = group * plan->blocks_per_chunk; blk < blk_end; ++blk) {
+        const int64_t p0 = plan->block0 + (int64_t)blk * SINPE_BLOCK_ROWS;
+        const int r0 = p0 < plan->first ? (int)(plan->first - p0) : 0;
+        const int r1 = p0 + SINPE_BLOCK_ROWS > end ? (int)(end - p0) : SINPE_BLOCK_ROWS;
+        char *base = plan->data + (ptrdiff_t)(p0 + r0 - plan->first) * plan->row_stride +
+                     lane0 * plan->fmt.col_stride;
+        sinpe_anchor(table, p0, k0, k1, a, b, sin_tmp, cos_tmp);
+        if (!plan->adding) {
+            sinpe_store_rows(&plan->fmt, base, plan->row_stride, &steps, r0, r1, lanes, a, b,
+                             tile);
+        } else {
+            for (int r = r0; r < r1; ++r) {
+                sinpe_values(&steps, r, lanes, a, b, tile + (r - r0) * plan->tile_lanes);
+            }
+            add_tile(plan, base, tile, r1 - r0, lanes, part);
         }
-        return;
-    }
-    for (ptrdiff_t j = 0; j < d; ++j) {
-        char *elem = dst + j * lay->col_stride;
-        const double value = scale * load_elem(elem, lay->dtype, lay->swapped) + row[j];
-        store_elem(elem, lay->dtype, lay->swapped, value);
     }
 }
 
@@ -258,42 +211,63 @@ static int check_table_args(double n, int64_t offset, ptrdiff_t rows)
     return SINPE_OK;
 }
 
-/* The batch axes of x: every axis but the positions and the features. */
-typedef struct {
-    int count;
-    ptrdiff_t shape[SINPE_MAX_DIMS];
-    ptrdiff_t strides[SINPE_MAX_DIMS];
-} batch_axes;
-
-/* Applies one row of values to every batch element at row_base. */
-static void apply_row_to_batch(const row_layout *lay, const batch_axes *batch, char *row_base,
-                               const double *row, int adding, double scale)
+/* Chooses the cut and the thread count (see the top of the file).  Sizes
+ * are estimated in double: they only steer the cut, and a strided view may
+ * describe more bytes than a size_t counts. */
+static void plan_cut(plan_t *plan, int *threads, ptrdiff_t *cancel_period, int overlapping)
 {
-    ptrdiff_t index[SINPE_MAX_DIMS] = {0};
-    ptrdiff_t shift = 0;
-    for (;;) {
-        if (adding) {
-            add_row(lay, row_base + shift, row, scale);
-        } else {
-            write_row(lay, row_base + shift, row);
-        }
-        int axis = batch->count - 1;
-        for (; axis >= 0; --axis) { /* odometer step */
-            shift += batch->strides[axis];
-            if (++index[axis] < batch->shape[axis]) {
-                break;
-            }
-            shift -= batch->strides[axis] * batch->shape[axis];
-            index[axis] = 0;
-        }
-        if (axis < 0) {
-            return;
+    const ptrdiff_t nfreq = plan->table->nfreq;
+    plan->tile_freqs = min_ptrdiff(nfreq, TILE_FREQS);
+    plan->tile_lanes = 2 * plan->tile_freqs;
+    plan->ntiles = (nfreq + plan->tile_freqs - 1) / plan->tile_freqs;
+    plan->block0 = sinpe_block_start(plan->first);
+    plan->nblocks =
+        (ptrdiff_t)((sinpe_block_start(plan->first + plan->rows - 1) - plan->block0) /
+                    SINPE_BLOCK_ROWS) + 1;
+
+    const double itemsize = (double)itemsize_of(plan->fmt.dtype);
+    const double total = (double)plan->rows * (double)plan->d * (double)plan->batch * itemsize;
+    *threads = total < PARALLEL_MIN_BYTES || overlapping ? 1 : sinpe_threads_get();
+    double chunk_bytes = total / (8.0 * *threads);
+    chunk_bytes = chunk_bytes > CHUNK_MAX_BYTES ? CHUNK_MAX_BYTES
+                  : chunk_bytes < CHUNK_MIN_BYTES ? CHUNK_MIN_BYTES : chunk_bytes;
+
+    const double block_bytes = SINPE_BLOCK_ROWS * (double)min_ptrdiff(plan->tile_lanes, plan->d) *
+                               (double)plan->batch * itemsize;
+    if (block_bytes >= chunk_bytes) {
+        plan->blocks_per_chunk = 1;
+        const double parts = ceil(block_bytes / chunk_bytes);
+        plan->batch_parts = parts >= (double)plan->batch ? plan->batch : (ptrdiff_t)parts;
+    } else {
+        const double blocks = floor(chunk_bytes / block_bytes);
+        plan->blocks_per_chunk =
+            blocks >= (double)plan->nblocks ? plan->nblocks : (ptrdiff_t)blocks;
+        plan->batch_parts = 1;
+    }
+    plan->batch_per_part = (plan->batch + plan->batch_parts - 1) / plan->batch_parts;
+    plan->batch_parts = (plan->batch + plan->batch_per_part - 1) / plan->batch_per_part;
+    plan->groups = (plan->nblocks + plan->blocks_per_chunk - 1) / plan->blocks_per_chunk;
+
+    const double per_chunk = block_bytes * (double)plan->blocks_per_chunk /
+                             (double)plan->batch_parts;
+    const double period = ceil(CANCEL_BYTES / (per_chunk > 1.0 ? per_chunk : 1.0));
+    *cancel_period = period > 1e9 ? 1000000000 : (ptrdiff_t)period;
+}
+
+/* A view whose writes could land on one address twice (a zero stride over
+ * more than one index) is run on one thread, so it stays deterministic. */
+static int may_overlap(const sinpe_array *x)
+{
+    for (int i = 0; i < x->ndim; ++i) {
+        if (x->strides[i] == 0 && x->shape[i] > 1) {
+            return 1;
         }
     }
+    return 0;
 }
 
 static int run_table(const sinpe_array *x, int pos_axis, double n, int64_t offset, double scale,
-                     int adding)
+                     int adding, sinpe_cancel_fn cancel, void *cancel_context)
 {
     int status = check_array(x);
     if (status != SINPE_OK) {
@@ -308,53 +282,102 @@ static int run_table(const sinpe_array *x, int pos_axis, double n, int64_t offse
     if (status != SINPE_OK) {
         return status;
     }
-    batch_axes batch = {0};
+
+    plan_t *plan = malloc(sizeof *plan); /* ~1 KB of batch axes: not on the stack */
+    if (plan == NULL) {
+        return SINPE_ERR_NOMEM;
+    }
+    plan->batch_ndim = 0;
+    plan->batch = 1;
     int empty = rows == 0 || x->shape[feature_axis] == 0;
     for (int axis = 0; axis < feature_axis; ++axis) {
         if (axis != pos_axis) {
-            batch.shape[batch.count] = x->shape[axis];
-            batch.strides[batch.count] = x->strides[axis];
-            empty |= x->shape[axis] == 0;
-            batch.count++;
+            plan->batch_shape[plan->batch_ndim] = x->shape[axis];
+            plan->batch_strides[plan->batch_ndim] = x->strides[axis];
+            plan->batch_ndim++;
+            if (x->shape[axis] == 0) {
+                empty = 1;
+            } else if (!empty) {
+                plan->batch *= x->shape[axis]; /* <= the element count: fits */
+            }
         }
     }
     if (empty) {
+        free(plan);
         return SINPE_OK;
     }
     if (x->data == NULL) {
+        free(plan);
         return SINPE_ERR_INVALID;
     }
+    plan->data = x->data;
+    plan->fmt.dtype = x->dtype;
+    plan->fmt.swapped = x->byteswapped != 0;
+    plan->fmt.col_stride = x->strides[feature_axis];
+    plan->row_stride = x->strides[pos_axis];
+    plan->first = offset;
+    plan->rows = rows;
+    plan->d = x->shape[feature_axis];
+    plan->adding = adding;
+    plan->scale = scale;
+    /* Address order: rows outer when a position's stride is the larger one. */
+    const ptrdiff_t inner_batch_stride =
+        plan->batch_ndim > 0 ? plan->batch_strides[plan->batch_ndim - 1] : 0;
+    plan->rows_outer = llabs((long long)plan->row_stride) > llabs((long long)inner_batch_stride);
 
-    table_plan plan;
-    status = plan_alloc(&plan, x->shape[feature_axis]);
-    if (status != SINPE_OK) {
-        return status;
+    sinpe_table *table = sinpe_table_standard(n, plan->d);
+    if (table == NULL) {
+        free(plan);
+        return SINPE_ERR_NOMEM;
     }
-    const row_layout lay = {x->dtype, x->byteswapped, x->strides[feature_axis], plan.d};
-    fill_freq(&plan, n);
-    fill_steps(&plan, offset, rows);
+    plan->table = table;
+    plan->residues = sinpe_residues(offset, rows);
+    int threads;
+    ptrdiff_t cancel_period;
+    plan_cut(plan, &threads, &cancel_period, may_overlap(x));
 
-    const int64_t end = offset + rows;
-    for (int64_t p = offset; p < end;) {
-        const int64_t p0 = floor_div(p, ROWS_PER_BLOCK) * ROWS_PER_BLOCK;
-        const int64_t block_end = p0 + ROWS_PER_BLOCK < end ? p0 + ROWS_PER_BLOCK : end;
-        fill_anchors(&plan, p0);
-        for (; p < block_end; ++p) {
-            fill_row(&plan, p - p0);
-            char *row_base = x->data + (ptrdiff_t)(p - offset) * x->strides[pos_axis];
-            apply_row_to_batch(&lay, &batch, row_base, plan.row, adding, scale);
-        }
+    /* Per worker: anchors a, b and the sincos temporaries; the PE tile
+     * (add_) or one row (generic writers); a wide table's step rows.  All
+     * bounded by TILE_FREQS, whatever d is. */
+    const size_t tile_rows = adding ? SINPE_BLOCK_ROWS : 1;
+    const size_t step_rows = table->step_c == NULL ? 2 * SINPE_BLOCK_ROWS : 0;
+    plan->scratch_per_worker = (2 + tile_rows + step_rows) * (size_t)plan->tile_lanes +
+                               2 * (size_t)plan->tile_freqs;
+    plan->scratch = malloc((size_t)threads * plan->scratch_per_worker * sizeof(double));
+    plan->built_tile = malloc((size_t)threads * sizeof(ptrdiff_t));
+    if (plan->scratch == NULL || plan->built_tile == NULL) {
+        free(plan->scratch);
+        free(plan->built_tile);
+        sinpe_table_release(table);
+        free(plan);
+        return SINPE_ERR_NOMEM;
     }
-    plan_free(&plan);
-    return SINPE_OK;
+    for (int w = 0; w < threads; ++w) {
+        plan->built_tile[w] = -1;
+    }
+    /* Each chunk holds at least one element, so the count fits. */
+    const ptrdiff_t chunks = plan->groups * plan->ntiles * plan->batch_parts;
+    status = sinpe_run_chunks(chunks, threads, run_chunk, plan, cancel, cancel_context,
+                              cancel_period);
+    free(plan->built_tile);
+    free(plan->scratch);
+    sinpe_table_release(table);
+    free(plan);
+    return status;
 }
 
-int sinpe_encode(const sinpe_array *out, double n, int64_t offset)
+int sinpe_encode_ex(const sinpe_array *out, double n, int64_t offset, sinpe_cancel_fn cancel,
+                    void *cancel_context)
 {
     if (out == NULL || out->ndim != 2) {
         return SINPE_ERR_INVALID;
     }
-    return run_table(out, 0, n, offset, 0.0, 0);
+    return run_table(out, 0, n, offset, 0.0, 0, cancel, cancel_context);
+}
+
+int sinpe_encode(const sinpe_array *out, double n, int64_t offset)
+{
+    return sinpe_encode_ex(out, n, offset, NULL, NULL);
 }
 
 int sinpe_add(const sinpe_array *x, int pos_axis, double n, int64_t offset, double scale)
@@ -362,5 +385,19 @@ int sinpe_add(const sinpe_array *x, int pos_axis, double n, int64_t offset, doub
     if (!isfinite(scale)) {
         return SINPE_ERR_INVALID;
     }
-    return run_table(x, pos_axis, n, offset, scale, 1);
+    return run_table(x, pos_axis, n, offset, scale, 1, NULL, NULL);
+}
+
+int sinpe_set_num_threads(int threads)
+{
+    if (threads < 1 || threads > SINPE_MAX_THREADS) {
+        return SINPE_ERR_INVALID;
+    }
+    sinpe_threads_set(threads);
+    return SINPE_OK;
+}
+
+int sinpe_get_num_threads(void)
+{
+    return sinpe_threads_get();
 }

@@ -10,8 +10,10 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "sinpe.h"
 
@@ -181,11 +183,38 @@ static int kernel_failed(int status)
     case SINPE_ERR_NOMEM:
         PyErr_NoMemory();
         return -1;
+    case SINPE_ERR_CANCELLED:
+        /* check_signals() stopped the kernel: its exception is pending */
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_SystemError, "sinpe kernel cancelled without an exception");
+        }
+        return -1;
     default:
         PyErr_Format(PyExc_SystemError,
                      "sinpe kernel rejected arguments the binding accepted (status %d)", status);
         return -1;
     }
+}
+
+/* ------------------------------------------------------------------ */
+/* Ctrl-C during long kernels.  The kernel calls check_signals() from the
+ * calling thread between chunks (about every 8 MB); it takes the GIL back
+ * just long enough to run the signal handlers.  Only the main thread runs
+ * Python signal handlers, so other threads pass no callback at all. */
+
+static unsigned long main_thread_ident;
+
+typedef struct {
+    PyThreadState *thread_state;
+} signal_check;
+
+static int check_signals(void *context)
+{
+    signal_check *check = context;
+    PyEval_RestoreThread(check->thread_state);
+    const int failed = PyErr_CheckSignals() < 0;
+    check->thread_state = PyEval_SaveThread();
+    return failed;
 }
 
 /* ------------------------------------------------------------------ */
@@ -313,7 +342,9 @@ static PyObject *encode(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
             goto fail;
         }
         const Py_ssize_t itemsize = code == SINPE_FLOAT16 ? 2 : code == SINPE_FLOAT32 ? 4 : 8;
-        if (rows > 0 && cols > PY_SSIZE_T_MAX / itemsize / rows) {
+        /* NumPy sizes ignore zero-length axes, so an empty (0, d) table is
+         * still refused when d alone overflows: say so before it does. */
+        if (cols > PY_SSIZE_T_MAX / itemsize / (rows > 0 ? rows : 1)) {
             PyErr_Format(PyExc_OverflowError,
                          "a table of L=%zd by d=%zd elements of %zd bytes is too large to "
                          "represent",
@@ -333,10 +364,14 @@ static PyObject *encode(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
     Py_XDECREF(descr);
     descr = NULL;
 
-    int status;
-    Py_BEGIN_ALLOW_THREADS
-    status = sinpe_encode(&view, n, (int64_t)offset);
-    Py_END_ALLOW_THREADS
+    /* On Ctrl-C the kernel stops; a new array is dropped half-filled (never
+     * returned), an out= array keeps the rows already written. */
+    const int on_main_thread = PyThread_get_thread_ident() == main_thread_ident;
+    signal_check check;
+    check.thread_state = PyEval_SaveThread();
+    const int status = sinpe_encode_ex(&view, n, (int64_t)offset,
+                                       on_main_thread ? check_signals : NULL, &check);
+    PyEval_RestoreThread(check.thread_state);
     if (kernel_failed(status) < 0) {
         goto fail;
     }
@@ -454,9 +489,105 @@ static PyObject *add_(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwa
     return x_obj;
 }
 
+PyDoc_STRVAR(set_num_threads_doc,
+"set_num_threads($module, threads, /)\n"
+"--\n"
+"\n"
+"Set how many threads large calls of ``encode`` and ``add_`` use.\n"
+"\n"
+"``threads`` is an integer from 1 to sinpe.MAX_THREADS; the default is the\n"
+"number of cores this process may run on, or the ``SINPE_NUM_THREADS``\n"
+"environment variable read at import.  Small calls always use one thread.\n"
+"Results are bit-identical for any thread count.  The setting is\n"
+"process-wide.\n"
+"\n"
+"Raises\n"
+"------\n"
+"TypeError\n"
+"    ``threads`` is not an integer.\n"
+"ValueError\n"
+"    ``threads`` is below 1 or above sinpe.MAX_THREADS.\n");
+
+static PyObject *set_num_threads(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    long long threads;
+    if (PyBool_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "threads must be an integer, not bool (threads=%R)", arg);
+        return NULL;
+    }
+    if (integer_arg(arg, "threads", &threads) < 0) {
+        return NULL;
+    }
+    if (threads < 1 || threads > SINPE_MAX_THREADS) {
+        return PyErr_Format(PyExc_ValueError, "threads must be between 1 and %d, got threads=%lld",
+                            SINPE_MAX_THREADS, threads);
+    }
+    if (sinpe_set_num_threads((int)threads) != SINPE_OK) {
+        return PyErr_Format(PyExc_SystemError, "sinpe kernel rejected threads=%lld", threads);
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(get_num_threads_doc,
+"get_num_threads($module, /)\n"
+"--\n"
+"\n"
+"The number of threads large calls use (see ``set_num_threads``).\n");
+
+static PyObject *get_num_threads(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(unused))
+{
+    return PyLong_FromLong(sinpe_get_num_threads());
+}
+
+/* SINPE_NUM_THREADS, read once at import.  A bad value warns and is ignored
+ * rather than making the import fail. */
+static int threads_from_environment(void)
+{
+    const char *text = getenv("SINPE_NUM_THREADS");
+    if (text == NULL || text[0] == '\0') {
+        return 0;
+    }
+    char *end = NULL;
+    errno = 0;
+    const long threads = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || threads < 1 ||
+        threads > SINPE_MAX_THREADS) {
+        return PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                                "ignoring SINPE_NUM_THREADS=%.100s: expected an integer from 1 "
+                                "to %d",
+                                text, SINPE_MAX_THREADS);
+    }
+    (void)sinpe_set_num_threads((int)threads);
+    return 0;
+}
+
+/* The ident of the thread that runs Python signal handlers. */
+static int find_main_thread(void)
+{
+    PyObject *threading = PyImport_ImportModule("threading");
+    if (threading == NULL) {
+        return -1;
+    }
+    PyObject *main_thread = PyObject_CallMethod(threading, "main_thread", NULL);
+    Py_DECREF(threading);
+    if (main_thread == NULL) {
+        return -1;
+    }
+    PyObject *ident = PyObject_GetAttrString(main_thread, "ident");
+    Py_DECREF(main_thread);
+    if (ident == NULL) {
+        return -1;
+    }
+    main_thread_ident = PyLong_AsUnsignedLong(ident);
+    Py_DECREF(ident);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 static PyMethodDef core_methods[] = {
     {"encode", (PyCFunction)(void (*)(void))encode, METH_VARARGS | METH_KEYWORDS, encode_doc},
     {"add_", (PyCFunction)(void (*)(void))add_, METH_VARARGS | METH_KEYWORDS, add_doc},
+    {"set_num_threads", set_num_threads, METH_O, set_num_threads_doc},
+    {"get_num_threads", get_num_threads, METH_NOARGS, get_num_threads_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -465,7 +596,9 @@ static int core_exec(PyObject *module)
     if (PyArray_ImportNumPyAPI() < 0) {
         return -1;
     }
-    if (PyModule_AddIntConstant(module, "MAX_POSITION", (long)SINPE_MAX_POSITION) < 0) {
+    if (PyModule_AddIntConstant(module, "MAX_POSITION", (long)SINPE_MAX_POSITION) < 0 ||
+        PyModule_AddIntConstant(module, "MAX_THREADS", SINPE_MAX_THREADS) < 0 ||
+        find_main_thread() < 0 || threads_from_environment() < 0) {
         return -1;
     }
     PyObject *min_base = PyFloat_FromDouble(SINPE_MIN_BASE);

@@ -33,6 +33,9 @@ extern "C" {
 /* The most axes an array may have (NumPy 2 allows 64). */
 #define SINPE_MAX_DIMS 64
 
+/* The most threads one call may use. */
+#define SINPE_MAX_THREADS 1024
+
 typedef enum {
     SINPE_FLOAT16 = 0, /* IEEE binary16 */
     SINPE_FLOAT32 = 1,
@@ -42,8 +45,16 @@ typedef enum {
 enum {
     SINPE_OK = 0,
     SINPE_ERR_NOMEM = 1,    /* scratch memory could not be allocated */
-    SINPE_ERR_INVALID = 2   /* an argument violates the contract below */
+    SINPE_ERR_INVALID = 2,  /* an argument violates the contract below */
+    SINPE_ERR_CANCELLED = 3 /* the cancel callback asked to stop */
 };
+
+/* A cancel callback: the kernel calls it from the calling thread, between
+ * chunks of rows (about every 8 MB written by that thread), only while work
+ * remains; nonzero stops the call.  It is never called from helper threads
+ * and never for small calls.  The CPython binding uses it to take the GIL,
+ * run PyErr_CheckSignals() (Ctrl-C) and release the GIL again. */
+typedef int (*sinpe_cancel_fn)(void *context);
 
 /* A strided view of caller memory.  The last axis holds the features. */
 typedef struct {
@@ -56,9 +67,15 @@ typedef struct {
 } sinpe_array;
 
 /* Fills a 2-D array (rows = positions offset .. offset + shape[0] - 1,
- * columns = the d = shape[1] features).  Returns a SINPE_* status; on any
- * non-OK status nothing has been written. */
+ * columns = the d = shape[1] features).  Returns a SINPE_* status; on
+ * SINPE_ERR_NOMEM or SINPE_ERR_INVALID nothing has been written. */
 int sinpe_encode(const sinpe_array *out, double n, int64_t offset);
+
+/* sinpe_encode with a cancel callback (NULL: none).  On SINPE_ERR_CANCELLED
+ * some rows have been written and others not: discard the array.  Every
+ * helper thread has stopped when it returns. */
+int sinpe_encode_ex(const sinpe_array *out, double n, int64_t offset, sinpe_cancel_fn cancel,
+                    void *cancel_context);
 
 /* x = scale * x + PE in place, in one pass.  Positions run along pos_axis
  * (not the last axis), features along the last axis, every other axis is
@@ -66,6 +83,13 @@ int sinpe_encode(const sinpe_array *out, double n, int64_t offset);
  * SINPE_* status; on any non-OK status x is unchanged. */
 int sinpe_add(const sinpe_array *x, int pos_axis, double n, int64_t offset,
               double scale);
+
+/* Threads used by large calls (small calls always use one).  The default is
+ * the number of cores this process may run on.  Returns SINPE_ERR_INVALID
+ * (and changes nothing) unless 1 <= threads <= SINPE_MAX_THREADS.  Results
+ * are bit-identical for any thread count. */
+int sinpe_set_num_threads(int threads);
+int sinpe_get_num_threads(void);
 
 #ifdef __cplusplus
 }

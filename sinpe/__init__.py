@@ -3,7 +3,26 @@
 ``encode(L, d)`` builds the table of "Attention Is All You Need";
 ``add_(embeddings)`` adds it in place.  See ``help(sinpe.encode)``.
 """
-from sinpe._core import MAX_BASE, MAX_POSITION, MIN_BASE, add_, encode
+from sinpe._core import (
+    MAX_BASE,
+    MAX_POSITION,
+    MAX_THREADS,
+    MIN_BASE,
+    add_,
+    encode,
+    get_num_threads,
+    set_num_threads,
+)
 
 __version__ = "0.1.0"
-__all__ = ["encode", "add_", "MAX_POSITION", "MIN_BASE", "MAX_BASE", "__version__"]
+__all__ = [
+    "encode",
+    "add_",
+    "set_num_threads",
+    "get_num_threads",
+    "MAX_POSITION",
+    "MIN_BASE",
+    "MAX_BASE",
+    "MAX_THREADS",
+    "__version__",
+]

@@ -1,0 +1,25 @@
+/*
+ * SINPE_CLONES: compile a hot loop for AVX-512, AVX2 and baseline x86-64 and
+ * pick one at load time (GCC/Clang function multiversioning, an ifunc).  The
+ * loops use only IEEE +, -, *, compares and conversions, and the build has
+ * -ffp-contract=off, so every clone gives the same bits: the choice changes
+ * speed, never values.  Elsewhere (other CPUs, other compilers, sanitizer
+ * builds that define SINPE_NO_CLONES) the portable build is used as is.
+ */
+#ifndef SINPE_SIMD_H
+#define SINPE_SIMD_H
+
+#if defined(__x86_64__) && defined(__ELF__) && !defined(SINPE_NO_CLONES) && \
+    ((defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8) || \
+     (defined(__clang__) && __clang_major__ >= 14))
+#define SINPE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define SINPE_CLONES
+#endif
+
+#ifdef __clang__
+/* GCC has no such pragma but honours -ffp-contract=off; Clang honours both. */
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#endif /* SINPE_SIMD_H */

@@ -1,0 +1,316 @@
+/*
+ * Tables of the value generator (see table.h): frequencies, step rows,
+ * anchors, and the cache that makes small calls cheap.
+ *
+ * Why a cache: a small call such as encode(16, 64) must finish in about a
+ * microsecond, but its frequencies need d/2 libm pow calls (~20 ns each) and
+ * its step rows 32 * d/2 sincos (~1.5 ns each).  Tables are immutable once built, so one
+ * built for (n, d) serves every later call and thread; a mutex guards only
+ * the lookup and the reference count.
+ */
+#include "table.h"
+#include "simd.h"
+#include "sincos.h"
+#include "threads.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The cache keeps at most CACHE_SLOTS tables and CACHE_BYTES in all (a
+ * table of d = 4096 is 2 MB), least recently used out first. */
+#define CACHE_BYTES ((size_t)8 << 20)
+#define CACHE_SLOTS 8
+
+static int is_wide(ptrdiff_t nfreq)
+{
+    return nfreq > SINPE_TABLE_MAX_STEP_FREQS;
+}
+
+/* One allocation: header, freq, then step_c and step_s unless wide.  NULL
+ * on overflow or OOM. */
+static sinpe_table *table_alloc(ptrdiff_t nfreq)
+{
+    if (nfreq < 1 || (size_t)nfreq > (SIZE_MAX - sizeof(sinpe_table)) / sizeof(double)) {
+        return NULL;
+    }
+    /* not wide: nfreq <= 2048, so this product is small */
+    const size_t doubles = (size_t)nfreq * (is_wide(nfreq) ? 1 : 1 + 4 * SINPE_BLOCK_ROWS);
+    const size_t bytes = sizeof(sinpe_table) + doubles * sizeof(double);
+    sinpe_table *table = malloc(bytes);
+    if (table == NULL) {
+        return NULL;
+    }
+    double *freq = (double *)(table + 1);
+    table->nfreq = nfreq;
+    table->freq = freq;
+    table->step_c = is_wide(nfreq) ? NULL : freq + nfreq;
+    table->step_s = is_wide(nfreq) ? NULL : table->step_c + (size_t)SINPE_BLOCK_ROWS * 2 * nfreq;
+    table->bytes = bytes;
+    table->refs = 1;
+    table->cached = 0;
+    table->key_n = 0.0;
+    table->key_d = 0;
+    table->last_use = 0;
+    return table;
+}
+
+/* Step row r of frequencies freq[0 .. count): sin/cos(r * freq[k]) on both
+ * lanes of each pair. */
+SINPE_CLONES
+static void fill_step_row(const double *freq, ptrdiff_t count, int r, double *c, double *s)
+{
+    for (ptrdiff_t k = 0; k < count; ++k) {
+        double sin_x, cos_x;
+        sinpe_sincos((double)r * freq[k], &sin_x, &cos_x);
+        c[2 * k] = cos_x;
+        c[2 * k + 1] = cos_x;
+        s[2 * k] = sin_x;
+        s[2 * k + 1] = sin_x;
+    }
+}
+
+static void fill_all_steps(sinpe_table *table)
+{
+    if (table->step_c == NULL) {
+        return;
+    }
+    const ptrdiff_t stride = 2 * table->nfreq;
+    for (int r = 0; r < SINPE_BLOCK_ROWS; ++r) {
+        fill_step_row(table->freq, table->nfreq, r, (double *)table->step_c + r * stride,
+                      (double *)table->step_s + r * stride);
+    }
+}
+
+uint32_t sinpe_residues(int64_t first, int64_t count)
+{
+    if (count >= SINPE_BLOCK_ROWS) {
+        return 0xffffffffu;
+    }
+    uint32_t mask = 0;
+    for (int64_t p = first; p < first + count; ++p) {
+        mask |= 1u << (p - sinpe_block_start(p));
+    }
+    return mask;
+}
+
+sinpe_steps sinpe_steps_for(const sinpe_table *table, ptrdiff_t k0, ptrdiff_t k1,
+                            uint32_t residues, double *buffer)
+{
+    sinpe_steps steps;
+    if (table->step_c != NULL) {
+        steps.c = table->step_c + 2 * k0;
+        steps.s = table->step_s + 2 * k0;
+        steps.stride = 2 * table->nfreq;
+        return steps;
+    }
+    const ptrdiff_t stride = 2 * (k1 - k0);
+    double *c = buffer;
+    double *s = buffer + SINPE_BLOCK_ROWS * stride;
+    for (int r = 0; r < SINPE_BLOCK_ROWS; ++r) {
+        if (residues & (1u << r)) {
+            fill_step_row(table->freq + k0, k1 - k0, r, c + r * stride, s + r * stride);
+        }
+    }
+    steps.c = c;
+    steps.s = s;
+    steps.stride = stride;
+    return steps;
+}
+
+sinpe_table *sinpe_table_from_freq(const double *freq, ptrdiff_t nfreq)
+{
+    sinpe_table *table = table_alloc(nfreq);
+    if (table == NULL) {
+        return NULL;
+    }
+    memcpy((double *)table->freq, freq, (size_t)nfreq * sizeof(double));
+    fill_all_steps(table);
+    return table;
+}
+
+static sinpe_table *build_standard(double n, ptrdiff_t d)
+{
+    const ptrdiff_t nfreq = d / 2 + d % 2; /* an odd d ends with a lone sine */
+    sinpe_table *table = table_alloc(nfreq);
+    if (table == NULL) {
+        return NULL;
+    }
+    double *freq = (double *)table->freq;
+    for (ptrdiff_t k = 0; k < nfreq; ++k) {
+        freq[k] = pow(n, -(2.0 * (double)k) / (double)d);
+    }
+    fill_all_steps(table);
+    table->key_n = n;
+    table->key_d = d;
+    return table;
+}
+
+/* ------------------------------------------------------------------ */
+/* The cache. */
+
+static sinpe_mutex cache_lock = SINPE_MUTEX_INIT;
+static sinpe_table *cache[CACHE_SLOTS];
+static size_t cache_bytes;
+static uint64_t cache_clock;
+
+static int same_key(const sinpe_table *table, double n, ptrdiff_t d)
+{
+    /* compare bits, so -0.0/0.0 or NaN could never alias (they are rejected
+     * before this anyway) */
+    return table->key_d == d && memcmp(&table->key_n, &n, sizeof n) == 0;
+}
+
+static void table_free(sinpe_table *table)
+{
+    free(table);
+}
+
+/* Called with cache_lock held: drop slot i from the cache. */
+static void evict(int i)
+{
+    sinpe_table *table = cache[i];
+    cache[i] = NULL;
+    cache_bytes -= table->bytes;
+    table->cached = 0;
+    if (--table->refs == 0) {
+        table_free(table);
+    }
+}
+
+/* Called with cache_lock held: make room for the table, then insert it. */
+static void insert(sinpe_table *table)
+{
+    for (;;) {
+        int empty = -1, oldest = -1;
+        for (int i = 0; i < CACHE_SLOTS; ++i) {
+            if (cache[i] == NULL) {
+                empty = i;
+            } else if (oldest < 0 || cache[i]->last_use < cache[oldest]->last_use) {
+                oldest = i;
+            }
+        }
+        if (empty >= 0 && cache_bytes + table->bytes <= CACHE_BYTES) {
+            cache[empty] = table;
+            cache_bytes += table->bytes;
+            table->cached = 1;
+            table->refs++; /* the cache's own reference */
+            return;
+        }
+        evict(oldest);
+    }
+}
+
+static sinpe_table *lookup(double n, ptrdiff_t d)
+{
+    sinpe_table *found = NULL;
+    sinpe_mutex_lock(&cache_lock);
+    for (int i = 0; i < CACHE_SLOTS; ++i) {
+        if (cache[i] != NULL && same_key(cache[i], n, d)) {
+            found = cache[i];
+            found->refs++;
+            found->last_use = ++cache_clock;
+            break;
+        }
+    }
+    sinpe_mutex_unlock(&cache_lock);
+    return found;
+}
+
+sinpe_table *sinpe_table_standard(double n, ptrdiff_t d)
+{
+    if (is_wide(d / 2 + d % 2)) {
+        return build_standard(n, d);
+    }
+    sinpe_threads_once();
+    sinpe_table *table = lookup(n, d);
+    if (table != NULL) {
+        return table;
+    }
+    /* Built outside the lock: another thread may build the same table
+     * meanwhile; the first one inserted wins and the other is dropped. */
+    sinpe_table *built = build_standard(n, d);
+    if (built == NULL) {
+        return NULL;
+    }
+    sinpe_mutex_lock(&cache_lock);
+    for (int i = 0; i < CACHE_SLOTS; ++i) {
+        if (cache[i] != NULL && same_key(cache[i], n, d)) {
+            table = cache[i];
+            table->refs++;
+            break;
+        }
+    }
+    if (table == NULL) {
+        table = built;
+        built = NULL;
+        insert(table);
+    }
+    table->last_use = ++cache_clock;
+    sinpe_mutex_unlock(&cache_lock);
+    if (built != NULL) {
+        table_free(built);
+    }
+    return table;
+}
+
+void sinpe_table_release(sinpe_table *table)
+{
+    if (table == NULL) {
+        return;
+    }
+    /* The count changes under the lock only: a cached table is shared, and
+     * an evicted one may still be in use by other calls. */
+    sinpe_mutex_lock(&cache_lock);
+    const int last = --table->refs == 0;
+    sinpe_mutex_unlock(&cache_lock);
+    if (last) {
+        table_free(table);
+    }
+}
+
+/* After fork() in a child, the lock may have been held by a thread that no
+ * longer exists; threads.c calls these around fork. */
+void sinpe_table_cache_prefork(void)
+{
+    sinpe_mutex_lock(&cache_lock);
+}
+
+void sinpe_table_cache_postfork(void)
+{
+    sinpe_mutex_unlock(&cache_lock);
+}
+
+/* ------------------------------------------------------------------ */
+/* Anchors and values. */
+
+SINPE_CLONES
+void sinpe_anchor(const sinpe_table *table, int64_t p0, ptrdiff_t k0, ptrdiff_t k1, double *a,
+                  double *b, double *sin_tmp, double *cos_tmp)
+{
+    const double *freq = table->freq + k0;
+    const ptrdiff_t count = k1 - k0;
+    const double position = (double)p0;
+    /* Two loops: the first is pure sincos over contiguous arrays (vectorises
+     * cleanly); the second spreads each pair over its two lanes. */
+    for (ptrdiff_t k = 0; k < count; ++k) {
+        sinpe_sincos(position * freq[k], &sin_tmp[k], &cos_tmp[k]);
+    }
+    for (ptrdiff_t k = 0; k < count; ++k) {
+        a[2 * k] = sin_tmp[k];
+        b[2 * k] = cos_tmp[k];
+        a[2 * k + 1] = cos_tmp[k];
+        b[2 * k + 1] = -sin_tmp[k];
+    }
+}
+
+SINPE_CLONES
+void sinpe_values(const sinpe_steps *steps, int r, ptrdiff_t lanes, const double *a,
+                  const double *b, double *dst)
+{
+    const double *c = steps->c + r * steps->stride;
+    const double *s = steps->s + r * steps->stride;
+    for (ptrdiff_t l = 0; l < lanes; ++l) {
+        dst[l] = sinpe_value(a[l], b[l], c[l], s[l]);
+    }
+}
