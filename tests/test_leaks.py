@@ -120,20 +120,25 @@ def test_new_arrays_have_exactly_one_owner():
 @pytest.mark.parametrize("name, call, watched", POINTS, ids=[p[0] for p in POINTS])
 def test_traced_memory_stays_flat(name, call, watched):
     """Python objects and NumPy data: a leak of one 32-byte object per call
-    is 96 KB over the loop, three times the allowance."""
+    is 96 KB over a window of calls, three times the allowance.  Two windows,
+    and the smaller growth counts: a leak grows both, while a cache or free
+    list that fills once (seen under ASan: ~250 small objects, however many
+    calls) grows at most one."""
     tracemalloc.start()
     try:
         for _ in range(200):  # caches, free lists and lazy imports settle
             call()
-        gc.collect()
-        start, _ = tracemalloc.get_traced_memory()
-        for _ in range(CALLS):
-            call()
-        gc.collect()
-        end, _ = tracemalloc.get_traced_memory()
+        growth = []
+        for _window in range(2):
+            gc.collect()
+            start, _ = tracemalloc.get_traced_memory()
+            for _ in range(CALLS):
+                call()
+            gc.collect()
+            growth.append(tracemalloc.get_traced_memory()[0] - start)
     finally:
         tracemalloc.stop()
-    assert end - start < 32 * 1024, f"{name}: traced memory grew by {end - start} bytes over {CALLS} calls"
+    assert min(growth) < 32 * 1024, f"{name}: traced memory grew by {growth} bytes per {CALLS} calls"
 
 
 @pytest.mark.skipif(UNDER_ASAN, reason="ASan's quarantine keeps freed memory resident by design")
