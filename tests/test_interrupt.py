@@ -86,31 +86,32 @@ CHILD = textwrap.dedent(r"""
 """)
 
 
-def run_child(mode, L, d):
+def run_child(mode, L, d, cwd):
+    # cwd: not the source tree, whose uncompiled sinpe/ would shadow the installed one
     result = subprocess.run([sys.executable, "-c", CHILD, mode, str(L), str(d)],
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=300, cwd=cwd)
     assert result.returncode == 0, f"child failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_ctrl_c_stops_a_huge_encode_and_frees_the_table():
+def test_ctrl_c_stops_a_huge_encode_and_frees_the_table(tmp_path):
     """A 4 GiB float32 table (2**20 x 1024): interrupted at its start, the
     call raises KeyboardInterrupt, the array is gone (tracemalloc sees NumPy's
     allocations), and the process never held more than a small part of it."""
     L, d = 2**20, 1024
     table_bytes = L * d * 4
-    report = run_child("new", L, d)
+    report = run_child("new", L, d, tmp_path)
     assert report["outcome"] == "KeyboardInterrupt", report
     assert report["traced_growth"] < 2**20, f"{report['traced_growth']} bytes still allocated: {report}"
     assert report["peak_rss_growth"] < table_bytes // 4, f"the kernel ran on after Ctrl-C: {report}"
     assert report["after"] == pytest.approx(0.8414709848, abs=1e-7)
 
 
-def test_ctrl_c_stops_encode_into_out_and_leaves_the_pool_idle():
+def test_ctrl_c_stops_encode_into_out_and_leaves_the_pool_idle(tmp_path):
     """512 MiB out= array of NaN: after Ctrl-C most rows were never written,
     `out` is still owned only by the caller, and the next call is exact."""
     L, d = 2**17, 1024
-    report = run_child("out", L, d)
+    report = run_child("out", L, d, tmp_path)
     assert report["outcome"] == "KeyboardInterrupt", report
     assert report["rows_untouched"] > L // 2, f"the kernel ran on after Ctrl-C: {report}"
     assert report["refcount_change"] == 0, report
