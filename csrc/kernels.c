@@ -36,11 +36,23 @@
  * bound by its multiplies and conversions, not by L2 (about 6.5 cycles per
  * 16 float32 with AVX-512, where only two ports take 512-bit FP uops). */
 #define TILE_FREQS 512
+/* add_: the PE tile of a chunk, in doubles.  Half of L2, so that it stays
+ * there while the embeddings stream past it, and several blocks long, so a
+ * batch-first walk runs over long contiguous stretches of each batch
+ * element (measured: ... ). */
+#define ADD_TILE_BYTES ((double)(512 << 10))
 #define CHUNK_MAX_BYTES ((double)(1 << 20))
 #define CHUNK_MIN_BYTES ((double)(64 << 10))
 /* Below this much output a call stays on one thread: waking a helper
  * (~4 us) would cost more than it saves. */
 #define PARALLEL_MIN_BYTES ((double)(256 << 10))
+/* Existing arrays this large are written with streaming stores (rows.c):
+ * they do not fit in the caches anyway.  Not new arrays: their pages were
+ * zeroed by the OS a moment before, so their lines are in the caches and
+ * plain stores are faster (measured: 65 ms instead of 93 ms for 256 MB). */
+#ifndef STREAM_MIN_BYTES
+#define STREAM_MIN_BYTES ((double)(32 << 20))
+#endif
 /* The calling thread asks the cancel callback about this often. */
 #define CANCEL_BYTES ((double)(8 << 20))
 
@@ -65,6 +77,7 @@ typedef struct {
     ptrdiff_t nblocks, blocks_per_chunk;
     ptrdiff_t tile_freqs, tile_lanes, ntiles;
     ptrdiff_t groups, batch_parts, batch_per_part;
+    ptrdiff_t tile_rows;  /* rows of the per-worker value tile */
     uint32_t residues;    /* the step rows the call needs */
     /* scratch, one slice per worker */
     double *scratch;
@@ -146,8 +159,8 @@ static void run_chunk(void *context, ptrdiff_t chunk, int worker)
     double *b = a + plan->tile_lanes;
     double *sin_tmp = b + plan->tile_lanes;
     double *cos_tmp = sin_tmp + plan->tile_freqs;
-    double *tile = cos_tmp + plan->tile_freqs; /* SINPE_BLOCK_ROWS rows (add_) or 1 */
-    double *step_buffer = tile + (plan->adding ? SINPE_BLOCK_ROWS : 1) * plan->tile_lanes;
+    double *tile = cos_tmp + plan->tile_freqs; /* add_: the PE tile; encode: one row */
+    double *step_buffer = tile + plan->tile_rows * plan->tile_lanes;
 
     /* Tile-major order: consecutive chunks share a tile, so a worker on a
      * wide table rebuilds its step rows only when its tile changes. */
@@ -166,6 +179,8 @@ static void run_chunk(void *context, ptrdiff_t chunk, int worker)
     const ptrdiff_t blk_end = min_ptrdiff((group + 1) * plan->blocks_per_chunk, plan->nblocks);
     const int64_t end = plan->first + plan->rows;
 
+    int tile_rows = 0; /* add_: rows of the PE tile filled so far */
+    char *tile_base = NULL;
     for (ptrdiff_t blk = group * plan->blocks_per_chunk; blk < blk_end; ++blk) {
         const int64_t p0 = plan->block0 + (int64_t)blk * SINPE_BLOCK_ROWS;
         const int r0 = p0 < plan->first ? (int)(plan->first - p0) : 0;
@@ -176,12 +191,17 @@ static void run_chunk(void *context, ptrdiff_t chunk, int worker)
         if (!plan->adding) {
             sinpe_store_rows(&plan->fmt, base, plan->row_stride, &steps, r0, r1, lanes, a, b,
                              tile);
-        } else {
-            for (int r = r0; r < r1; ++r) {
-                sinpe_values(&steps, r, lanes, a, b, tile + (r - r0) * plan->tile_lanes);
-            }
-            add_tile(plan, base, tile, r1 - r0, lanes, part);
+            continue;
         }
+        if (tile_rows == 0) {
+            tile_base = base;
+        }
+        for (int r = r0; r < r1; ++r, ++tile_rows) {
+            sinpe_values(&steps, r, lanes, a, b, tile + tile_rows * plan->tile_lanes);
+        }
+    }
+    if (plan->adding) {
+        add_tile(plan, tile_base, tile, tile_rows, lanes, part);
     }
 }
 
@@ -228,22 +248,33 @@ static void plan_cut(plan_t *plan, int *threads, ptrdiff_t *cancel_period, int o
     const double itemsize = (double)itemsize_of(plan->fmt.dtype);
     const double total = (double)plan->rows * (double)plan->d * (double)plan->batch * itemsize;
     *threads = total < PARALLEL_MIN_BYTES || overlapping ? 1 : sinpe_threads_get();
+    plan->fmt.streaming = plan->fmt.streaming && total >= STREAM_MIN_BYTES;
     double chunk_bytes = total / (8.0 * *threads);
     chunk_bytes = chunk_bytes > CHUNK_MAX_BYTES ? CHUNK_MAX_BYTES
                   : chunk_bytes < CHUNK_MIN_BYTES ? CHUNK_MIN_BYTES : chunk_bytes;
 
     const double block_bytes = SINPE_BLOCK_ROWS * (double)min_ptrdiff(plan->tile_lanes, plan->d) *
                                (double)plan->batch * itemsize;
-    if (block_bytes >= chunk_bytes) {
+    if (plan->adding) {
+        /* add_: a chunk is one PE tile of whole blocks (filled once, so its
+         * cost is spread over the batch) times a part of the batch; parts
+         * only so that each thread gets about four chunks. */
+        const ptrdiff_t fit = (ptrdiff_t)(ADD_TILE_BYTES / (SINPE_BLOCK_ROWS * 8.0 * (double)plan->tile_lanes));
+        plan->blocks_per_chunk = fit < 1 ? 1 : fit > plan->nblocks ? plan->nblocks : fit;
+        const double groups = ceil((double)plan->nblocks / (double)plan->blocks_per_chunk);
+        const double parts = ceil(4.0 * *threads / (groups * (double)plan->ntiles));
+        plan->batch_parts = *threads == 1 ? 1 : parts >= (double)plan->batch ? plan->batch
+                                                                              : (ptrdiff_t)parts;
+    } else if (block_bytes >= chunk_bytes) {
         plan->blocks_per_chunk = 1;
-        const double parts = ceil(block_bytes / chunk_bytes);
-        plan->batch_parts = parts >= (double)plan->batch ? plan->batch : (ptrdiff_t)parts;
+        plan->batch_parts = 1;
     } else {
         const double blocks = floor(chunk_bytes / block_bytes);
         plan->blocks_per_chunk =
             blocks >= (double)plan->nblocks ? plan->nblocks : (ptrdiff_t)blocks;
         plan->batch_parts = 1;
     }
+    plan->tile_rows = plan->adding ? SINPE_BLOCK_ROWS * plan->blocks_per_chunk : 1;
     plan->batch_per_part = (plan->batch + plan->batch_parts - 1) / plan->batch_parts;
     plan->batch_parts = (plan->batch + plan->batch_per_part - 1) / plan->batch_per_part;
     plan->groups = (plan->nblocks + plan->blocks_per_chunk - 1) / plan->blocks_per_chunk;
@@ -266,9 +297,12 @@ static int may_overlap(const sinpe_array *x)
     return 0;
 }
 
+enum { MODE_ENCODE, MODE_ENCODE_STREAMABLE, MODE_ADD };
+
 static int run_table(const sinpe_array *x, int pos_axis, double n, int64_t offset, double scale,
-                     int adding, sinpe_cancel_fn cancel, void *cancel_context)
+                     int mode, sinpe_cancel_fn cancel, void *cancel_context)
 {
+    const int adding = mode == MODE_ADD;
     int status = check_array(x);
     if (status != SINPE_OK) {
         return status;
@@ -314,6 +348,7 @@ static int run_table(const sinpe_array *x, int pos_axis, double n, int64_t offse
     plan->fmt.dtype = x->dtype;
     plan->fmt.swapped = x->byteswapped != 0;
     plan->fmt.col_stride = x->strides[feature_axis];
+    plan->fmt.streaming = mode == MODE_ENCODE_STREAMABLE;
     plan->row_stride = x->strides[pos_axis];
     plan->first = offset;
     plan->rows = rows;
@@ -339,9 +374,8 @@ static int run_table(const sinpe_array *x, int pos_axis, double n, int64_t offse
     /* Per worker: anchors a, b and the sincos temporaries; the PE tile
      * (add_) or one row (generic writers); a wide table's step rows.  All
      * bounded by TILE_FREQS, whatever d is. */
-    const size_t tile_rows = adding ? SINPE_BLOCK_ROWS : 1;
     const size_t step_rows = table->step_c == NULL ? 2 * SINPE_BLOCK_ROWS : 0;
-    plan->scratch_per_worker = (2 + tile_rows + step_rows) * (size_t)plan->tile_lanes +
+    plan->scratch_per_worker = (2 + (size_t)plan->tile_rows + step_rows) * (size_t)plan->tile_lanes +
                                2 * (size_t)plan->tile_freqs;
     plan->scratch = malloc((size_t)threads * plan->scratch_per_worker * sizeof(double));
     plan->built_tile = malloc((size_t)threads * sizeof(ptrdiff_t));
@@ -366,18 +400,20 @@ static int run_table(const sinpe_array *x, int pos_axis, double n, int64_t offse
     return status;
 }
 
-int sinpe_encode_ex(const sinpe_array *out, double n, int64_t offset, sinpe_cancel_fn cancel,
-                    void *cancel_context)
+int sinpe_encode_ex(const sinpe_array *out, double n, int64_t offset, unsigned flags,
+                    sinpe_cancel_fn cancel, void *cancel_context)
 {
     if (out == NULL || out->ndim != 2) {
         return SINPE_ERR_INVALID;
     }
-    return run_table(out, 0, n, offset, 0.0, 0, cancel, cancel_context);
+    const int may_stream = !(flags & SINPE_FRESH_OUTPUT);
+    return run_table(out, 0, n, offset, 0.0, may_stream ? MODE_ENCODE_STREAMABLE : MODE_ENCODE,
+                     cancel, cancel_context);
 }
 
 int sinpe_encode(const sinpe_array *out, double n, int64_t offset)
 {
-    return sinpe_encode_ex(out, n, offset, NULL, NULL);
+    return sinpe_encode_ex(out, n, offset, 0, NULL, NULL);
 }
 
 int sinpe_add(const sinpe_array *x, int pos_axis, double n, int64_t offset, double scale)
@@ -385,7 +421,7 @@ int sinpe_add(const sinpe_array *x, int pos_axis, double n, int64_t offset, doub
     if (!isfinite(scale)) {
         return SINPE_ERR_INVALID;
     }
-    return run_table(x, pos_axis, n, offset, scale, 1, NULL, NULL);
+    return run_table(x, pos_axis, n, offset, scale, MODE_ADD, NULL, NULL);
 }
 
 int sinpe_set_num_threads(int threads)

@@ -370,6 +370,7 @@ static PyObject *encode(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
     signal_check check;
     check.thread_state = PyEval_SaveThread();
     const int status = sinpe_encode_ex(&view, n, (int64_t)offset,
+                                       out_obj == Py_None ? SINPE_FRESH_OUTPUT : 0,
                                        on_main_thread ? check_signals : NULL, &check);
     PyEval_RestoreThread(check.thread_state);
     if (kernel_failed(status) < 0) {

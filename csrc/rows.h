@@ -16,6 +16,7 @@ typedef struct {
     sinpe_dtype dtype;
     int swapped;          /* elements in non-native byte order */
     ptrdiff_t col_stride; /* bytes between consecutive elements of a row */
+    int streaming;        /* store around the caches (tables far larger than them) */
 } sinpe_row_format;
 
 /* Rows r0 .. r1 - 1 of the block whose anchors are a, b: element j of row

@@ -13,8 +13,12 @@
     ((defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8) || \
      (defined(__clang__) && __clang_major__ >= 14))
 #define SINPE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+/* x86 intrinsics behind target attributes and a run-time CPU check (the
+ * streaming stores of rows.c, which no C loop can express). */
+#define SINPE_X86_DISPATCH 1
 #else
 #define SINPE_CLONES
+#define SINPE_X86_DISPATCH 0
 #endif
 
 #ifdef __clang__

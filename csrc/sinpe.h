@@ -71,11 +71,19 @@ typedef struct {
  * SINPE_ERR_NOMEM or SINPE_ERR_INVALID nothing has been written. */
 int sinpe_encode(const sinpe_array *out, double n, int64_t offset);
 
-/* sinpe_encode with a cancel callback (NULL: none).  On SINPE_ERR_CANCELLED
- * some rows have been written and others not: discard the array.  Every
- * helper thread has stopped when it returns. */
-int sinpe_encode_ex(const sinpe_array *out, double n, int64_t offset, sinpe_cancel_fn cancel,
-                    void *cancel_context);
+/* Flags of sinpe_encode_ex. */
+enum {
+    /* `out` was just allocated, so its pages come fresh (and zeroed, hence
+     * cached) from the OS: large tables are then written through the caches
+     * rather than with streaming stores.  Only speed depends on it. */
+    SINPE_FRESH_OUTPUT = 1
+};
+
+/* sinpe_encode with flags and a cancel callback (NULL: none).  On
+ * SINPE_ERR_CANCELLED some rows have been written and others not: discard
+ * the array.  Every helper thread has stopped when it returns. */
+int sinpe_encode_ex(const sinpe_array *out, double n, int64_t offset, unsigned flags,
+                    sinpe_cancel_fn cancel, void *cancel_context);
 
 /* x = scale * x + PE in place, in one pass.  Positions run along pos_axis
  * (not the last axis), features along the last axis, every other axis is

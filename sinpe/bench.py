@@ -1,0 +1,273 @@
+"""Side-by-side timings: sinpe against the memory floor, NumPy and PyTorch.
+
+Run ``python -m sinpe.bench`` (``--quick`` for a short run, ``--json PATH``
+to save the figures).  One row per case:
+
+* ``encode`` of a new float32 table vs ``numpy.full`` of the same shape
+  (allocating and writing the same bytes is the floor), the NumPy float64
+  recipe (``sinpe.reference.table_float64``) and each seed document's
+  PyTorch recipe (when torch is installed);
+* ``encode(out=)`` vs ``ndarray.fill``;
+* ``add_`` vs ``numpy.add(x, pe, out=x)`` and torch's ``x.add_(pe)`` with
+  ``pe`` already computed.
+
+Every figure is a median over repeated rounds.  sinpe and its floor take
+turns round by round (a change of machine load hits both alike); the slower
+NumPy and torch recipes are timed after them, apart, so that torch's
+spinning OpenMP threads cannot steal sinpe's cores.  All ratios are between
+medians measured in this one process.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+import sinpe
+from sinpe.reference import table_float64
+
+Timer = Callable[[], object]
+
+
+def _torch_recipes() -> Dict[str, Callable[[int, int], object]]:
+    """The five seed documents' PyTorch code, as written there (float32)."""
+    try:
+        import torch
+    except ImportError:
+        return {}
+
+    def seed000(L: int, d: int) -> object:  # torch.pow denominator, float32 positions
+        pe = torch.zeros((1, L, d))
+        coeffs = torch.arange(L, dtype=torch.float32).reshape(-1, 1)
+        coeffs = coeffs / torch.pow(10000, torch.arange(0, d, 2, dtype=torch.float32) / d)
+        pe[:, :, 0::2] = torch.sin(coeffs)
+        pe[:, :, 1::2] = torch.cos(coeffs)
+        return pe
+
+    def seed001(L: int, d: int) -> object:  # the PyTorch word_language_model example
+        pe = torch.zeros(L, d)
+        position = torch.arange(0, L, dtype=torch.float).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d, 2).float() * (-math.log(10000.0) / d))
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+        return pe.unsqueeze(0).transpose(0, 1)
+
+    def seed002(L: int, d: int) -> object:  # integer positions times a float32 div_term
+        pe = torch.zeros(L, d)
+        k = torch.arange(0, L).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d, 2) * -(math.log(10000.0) / d))
+        pe[:, 0::2] = torch.sin(k * div_term)
+        pe[:, 1::2] = torch.cos(k * div_term)
+        return pe.unsqueeze(0)
+
+    def seed003(L: int, d: int) -> object:  # stack + flatten of sin and cos halves
+        even_i = torch.arange(0, d, 2).float()
+        denominator = torch.pow(10000, even_i / d)
+        position = torch.arange(L).reshape(L, 1)
+        even_pe = torch.sin(position / denominator)
+        odd_pe = torch.cos(position / denominator)
+        stacked = torch.stack([even_pe, odd_pe], dim=2)
+        return torch.flatten(stacked, start_dim=1, end_dim=2)
+
+    def seed004(L: int, d: int) -> object:  # exp(-i / d * log n)
+        pe = torch.zeros(L, d)
+        pos = torch.arange(L).unsqueeze(1)
+        i = torch.arange(0, d, 2)
+        div_term = torch.exp(-i / d * math.log(10000.0))
+        pe[:, 0::2] = torch.sin(pos * div_term)
+        pe[:, 1::2] = torch.cos(pos * div_term)
+        return pe
+
+    return {"seed000": seed000, "seed001": seed001, "seed002": seed002,
+            "seed003": seed003, "seed004": seed004}
+
+
+def _measure(timers: Dict[str, Timer], rounds: int, budget: float, inner: int = 1
+             ) -> Dict[str, float]:
+    """Median seconds per call of each timer; the timers take turns each round.
+
+    Stops after `rounds` rounds or once `budget` seconds are spent (but runs
+    at least 3 rounds).  `inner` calls per sample keep tiny calls above the
+    clock's resolution.
+    """
+    samples: Dict[str, List[float]] = {name: [] for name in timers}
+    for fn in timers.values():  # warm-up: caches, pools, page tables, lazy imports
+        fn()
+    started = time.perf_counter()
+    for done in range(rounds):
+        for name, fn in timers.items():
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            samples[name].append((time.perf_counter() - t0) / inner)
+        if done >= 2 and time.perf_counter() - started > budget:
+            break
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def _settle() -> None:
+    """Lets other libraries' spinning worker threads (OpenMP after a torch op,
+    OpenBLAS) go to sleep before the next contender is timed."""
+    time.sleep(0.3)
+
+
+def _encode_case(L: int, d: int, quick: bool, with_numpy: bool, torch_recipes: Dict[str, Any]
+                 ) -> Dict[str, Any]:
+    small = L * d <= 1 << 16
+    if small:
+        rounds, budget, inner = 30, 1.0, 2000
+    else:
+        rounds, budget, inner = (15, 4.0, 1) if quick else (41, 20.0, 1)
+    # sinpe and its floor take turns; the slow recipes are timed apart, so
+    # their threads (torch's OpenMP pool spins after each op) cannot steal
+    # the cores sinpe is timed on.
+    _settle()
+    times = _measure({"sinpe": lambda: sinpe.encode(L, d),
+                      "floor": lambda: np.full((L, d), 1.0, np.float32)}, rounds, budget, inner)
+    slow_rounds, slow_budget, slow_inner = (rounds, budget / 2, 20 if small else 1)
+    if with_numpy:
+        times.update(_measure({"numpy_f64": lambda: table_float64(L, d)},
+                              slow_rounds, slow_budget, slow_inner))
+    for name, recipe in torch_recipes.items():
+        times.update(_measure({name: (lambda r: lambda: r(L, d))(recipe)},
+                              slow_rounds, slow_budget, slow_inner))
+    return {"case": f"encode({L}, {d}) float32, new array", "floor_name": "numpy.full",
+            "times": times}
+
+
+def _out_case(L: int, d: int, quick: bool) -> Dict[str, Any]:
+    out = np.empty((L, d), np.float32)
+    rounds, budget = (15, 3.0) if quick else (41, 15.0)
+    _settle()
+    times = _measure({"sinpe": lambda: sinpe.encode(L, d, out=out),
+                      "floor": lambda: out.fill(1.0)}, rounds, budget)
+    return {"case": f"encode({L}, {d}, out=) float32", "floor_name": "ndarray.fill",
+            "times": times}
+
+
+def _add_case(shape: Sequence[int], seq_first: bool, quick: bool, with_torch: bool
+              ) -> Dict[str, Any]:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape, dtype=np.float32)
+    if seq_first:
+        L, B, d = shape
+        axis = 0
+        pe = sinpe.encode(L, d)[:, None, :]
+        label = f"add_ seq-first ({L}, {B}, {d}) float32"
+    else:
+        B, L, d = shape
+        axis = -2
+        pe = sinpe.encode(L, d)
+        label = f"add_ batch-first ({B}, {L}, {d}) float32"
+    rounds, budget = (15, 3.0) if quick else (41, 15.0)
+    _settle()
+    times = _measure({"sinpe": lambda: sinpe.add_(x, axis=axis),
+                      "floor": lambda: np.add(x, pe, out=x)}, rounds, budget)
+    if with_torch:
+        import torch
+        xt = torch.from_numpy(x)  # the same memory
+        pet = torch.from_numpy(np.ascontiguousarray(pe))
+        times.update(_measure({"torch_add_": lambda: xt.add_(pet)}, rounds, budget / 2))
+    return {"case": label, "floor_name": "numpy.add(x, pe, out=x)", "times": times}
+
+
+def _format_time(seconds: float) -> str:
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} us"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.2f} s"
+
+
+def _summarise(result: Dict[str, Any]) -> None:
+    times = result["times"]
+    result["sinpe_over_floor"] = times["sinpe"] / times["floor"]
+    others = {k: v for k, v in times.items() if k.startswith(("seed", "torch"))}
+    if others:
+        best = min(others, key=others.__getitem__)
+        result["fastest_torch"] = best
+        result["fastest_torch_over_sinpe"] = others[best] / times["sinpe"]
+
+
+def _print_table(results: List[Dict[str, Any]], header: Dict[str, Any], file: Any) -> None:
+    print(f"sinpe {header['sinpe']} threads={header['sinpe_threads']}  numpy {header['numpy']} "
+          f"(1 thread)  torch {header['torch']} threads={header['torch_threads']}  "
+          f"{header['cpu_count']} CPUs  {header['python']}", file=file)
+    print("medians; ratio = sinpe / floor (timed in alternation); torch/sinpe = fastest torch "
+          "recipe / sinpe", file=file)
+    extra_names = sorted({k for r in results for k in r["times"] if k not in ("sinpe", "floor")})
+    columns = ["case", "sinpe", "floor", "ratio"] + extra_names + ["torch/sinpe"]
+    rows = []
+    for r in results:
+        t = r["times"]
+        row = [r["case"], _format_time(t["sinpe"]), f"{_format_time(t['floor'])} ({r['floor_name']})",
+               f"{r['sinpe_over_floor']:.2f}x"]
+        row += [_format_time(t[name]) if name in t else "-" for name in extra_names]
+        row.append(f"{r['fastest_torch_over_sinpe']:.1f}x" if "fastest_torch" in r else "-")
+        rows.append(row)
+    widths = [max(len(str(x)) for x in col) for col in zip(columns, *rows)]
+    line = " | ".join(c.ljust(w) for c, w in zip(columns, widths))
+    print(line, file=file)
+    print("-+-".join("-" * w for w in widths), file=file)
+    for row in rows:
+        print(" | ".join(str(c).ljust(w) for c, w in zip(row, widths)), file=file)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m sinpe.bench",
+        description="Time sinpe against numpy.full/fill, the NumPy float64 recipe and the seed "
+                    "documents' PyTorch recipes.")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer rounds and no float64 NumPy recipe at the largest size")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH as JSON")
+    parser.add_argument("--threads", type=int, metavar="K",
+                        help="sinpe threads (default: sinpe.get_num_threads())")
+    parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch recipes")
+    args = parser.parse_args(argv)
+
+    if args.threads is not None:
+        sinpe.set_num_threads(args.threads)
+    torch_recipes = {} if args.no_torch else _torch_recipes()
+    torch_version, torch_threads = "-", "-"
+    if torch_recipes:
+        import torch
+        torch_version, torch_threads = torch.__version__, torch.get_num_threads()
+
+    results = [
+        _encode_case(16, 64, args.quick, True, torch_recipes),
+        _encode_case(5000, 512, args.quick, True, torch_recipes),
+        _encode_case(65536, 1024, args.quick, not args.quick, torch_recipes),
+        _out_case(5000, 512, args.quick),
+        _out_case(65536, 1024, args.quick),
+        _add_case((32, 512, 512), False, args.quick, bool(torch_recipes)),
+        _add_case((8, 2048, 1024), False, args.quick, bool(torch_recipes)),
+        _add_case((512, 32, 512), True, args.quick, bool(torch_recipes)),
+        _add_case((2048, 8, 1024), True, args.quick, bool(torch_recipes)),
+    ]
+    for result in results:
+        _summarise(result)
+    header = {
+        "sinpe": sinpe.__version__, "sinpe_threads": sinpe.get_num_threads(),
+        "numpy": np.__version__, "torch": torch_version, "torch_threads": torch_threads,
+        "cpu_count": os.cpu_count(), "machine": platform.machine(),
+        "python": platform.python_version(), "quick": args.quick,
+        "command": " ".join(["python -m sinpe.bench", *(sys.argv[1:] if argv is None else argv)]),
+    }
+    _print_table(results, header, sys.stdout)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"header": header, "results": results}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

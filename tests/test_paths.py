@@ -1,0 +1,260 @@
+"""Every code path of the kernels, against the float64 reference and against each other.
+
+The kernels choose a path per call (csrc/kernels.c, csrc/rows.c): one thread
+or several; feature tiles of 1024 lanes; cached step tables or, for wide
+tables (d > 4096), step rows built per tile; plain contiguous loops, the
+element-by-element writer (float16, byte-swapped, strided, unaligned), and
+streaming stores for existing arrays of 32 MB or more; for add_ a PE tile
+walked batch-first or seq-first.  Each must keep the promise (within 2**-24
+of exact for float32), and all must give the same bits for the same element:
+DESIGN.md makes every element a pure function of (p, j, d, n), so thread
+counts, row ranges, call shapes, dtypes and paths may not change a bit.
+No timings here (see sinpe/bench.py).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import sinpe
+from conftest import U32, double_error_bound, positions_of, sinpe_double_bound, table64
+
+THREAD_COUNTS = (1, 2, 3, 5)
+
+
+@pytest.fixture
+def threads():
+    """Set the thread count for a test, restoring it afterwards."""
+    before = sinpe.get_num_threads()
+    yield sinpe.set_num_threads
+    sinpe.set_num_threads(before)
+
+
+def check_promise(table: np.ndarray, offset: int, n: float = 10000.0, positions=None) -> None:
+    """float32: within 2**-24 of exact, i.e. of the reference up to its own error;
+    float64: within sinpe's double bound of exact.  Rows are positions
+    offset, offset + 1, ... unless `positions` are given."""
+    L, d = table.shape
+    if positions is None:
+        positions = positions_of(offset, L)
+    ref = table64(positions, d, n)
+    ref_error = double_error_bound(positions, d, n)
+    err = np.abs(table.astype(np.float64) - ref)
+    if table.dtype == np.float64:
+        allowed = sinpe_double_bound(positions, d, n) + ref_error
+    else:
+        allowed = U32 + ref_error
+    worst = np.unravel_index(np.argmax(err - allowed), err.shape)
+    assert (err <= allowed).all(), (
+        f"{table.dtype} row {worst[0]} col {worst[1]}: error {err[worst]:.3g} > {allowed[worst]:.3g}")
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+# ---------------------------------------------------------------- encode
+
+@pytest.mark.parametrize("L, d, offset", [
+    (16, 64, 0),            # the small path: one chunk, cached table
+    (1, 1, 0),
+    (5, 7, -3),             # odd d: the last column is a sine
+    (31, 33, 17),           # crosses a block boundary
+    (300, 2500, 12345),     # three feature tiles (1024 lanes each)
+    (40, 8193, -70),        # wide table: step rows built per tile, all residues
+    (3, 9000, 2**24 - 2),   # wide table, a few residues, at the top of the range
+])
+def test_encode_paths_keep_the_promise(L, d, offset):
+    wide = sinpe.encode(L, d, offset=offset, dtype=np.float64)
+    check_promise(wide, offset)
+    narrow = sinpe.encode(L, d, offset=offset)
+    check_promise(narrow, offset)
+    assert same_bits(narrow, wide.astype(np.float32))  # rounded once from the same double
+    half = sinpe.encode(L, d, offset=offset, dtype=np.float16)
+    assert same_bits(half, wide.astype(np.float16))    # NumPy rounds double -> half once
+
+
+def test_thread_counts_give_the_same_bits(threads):
+    """700 x 512 float32 (1.4 MB) is split into chunks run by helper threads."""
+    results = []
+    for count in THREAD_COUNTS:
+        threads(count)
+        results.append(sinpe.encode(700, 512, offset=-333))
+        results.append(sinpe.encode(130, 3000, offset=5, dtype=np.float64))
+    check_promise(results[0], -333)
+    for k in range(2, len(results)):
+        assert same_bits(results[k], results[k % 2]), f"thread count {THREAD_COUNTS[k // 2]}"
+
+
+@pytest.mark.parametrize("d", [64, 1025, 5000])
+def test_any_row_range_computed_alone_has_the_same_bits(threads, d):
+    """Shards: rows of a table computed alone (any offset, length, thread
+    count, through the small or the threaded path) equal the full table's."""
+    rng = np.random.default_rng(d)
+    first = -1000
+    full = sinpe.encode(2100, d, offset=first, dtype=np.float64)
+    cuts = sorted({0, 2100, 1, 31, 32, 33, 999, 1000, 1001, *rng.integers(0, 2100, 6).tolist()})
+    for count in (1, 3):
+        threads(count)
+        for lo, hi in zip(cuts, cuts[1:]):
+            part = sinpe.encode(hi - lo, d, offset=first + lo, dtype=np.float64)
+            assert same_bits(part, full[lo:hi]), (lo, hi, count)
+
+
+@pytest.mark.parametrize("dtype", ["<f4", ">f4", "<f8", ">f8", "<f2", ">f2"])
+def test_strided_and_byteswapped_out_match_the_new_array(threads, dtype):
+    L, d = 300, 130
+    expected = sinpe.encode(L, d, offset=7, dtype=np.dtype(dtype).newbyteorder("="))
+    base = np.zeros((2 * L, 3 * d), dtype)
+    views = {
+        "every other row and third column": base[::2, ::3],
+        "negative strides": base[L - 1::-1, d - 1::-1][::-1, ::-1],
+        "transposed (column-major)": np.zeros((d, L), dtype).T,
+        "offset by one element (unaligned rows)": np.zeros(L * d + 1, dtype)[1:].reshape(L, d),
+    }
+    for count in (1, 3):
+        threads(count)
+        for name, out in views.items():
+            out[...] = 0
+            assert sinpe.encode(L, d, offset=7, out=out) is out
+            assert same_bits(out.astype(expected.dtype), expected), (name, count)
+
+
+def test_unaligned_bytes_out(threads):
+    """float32 rows starting at an odd byte address take the generic writer."""
+    L, d = 40, 50
+    raw = np.zeros(L * d * 4 + 1, np.uint8)
+    out = raw[1:].view(np.float32).reshape(L, d)
+    assert out.ctypes.data % 4 != 0
+    sinpe.encode(L, d, out=out)
+    assert same_bits(out, sinpe.encode(L, d))
+
+
+@pytest.mark.parametrize("d", [1024, 1025])
+def test_streaming_stores_for_large_out_match_plain_stores(threads, d):
+    """out= of 32 MB or more is written with streaming stores (with scalar
+    heads and tails when rows are not 64-byte aligned, d = 1025); a new
+    array of the same table is written with plain stores: same bits."""
+    L = (32 << 20) // (4 * d) + 1
+    threads(2)
+    out = np.empty((L, d), np.float32)
+    sinpe.encode(L, d, offset=-5, out=out)
+    fresh = sinpe.encode(L, d, offset=-5)
+    assert same_bits(out, fresh)
+    rows = np.arange(0, L, L // 7)
+    check_promise(out[rows], 0, positions=rows - 5)
+
+
+# ---------------------------------------------------------------- add_
+
+def expected_add(x: np.ndarray, axis: int, offset: int, scale: float) -> np.ndarray:
+    """scale * x + PE in double, rounded once, PE broadcast along the batch axes."""
+    L, d = x.shape[axis], x.shape[-1]
+    pe = sinpe.encode(L, d, offset=offset, dtype=np.float64)
+    shape = [1] * x.ndim
+    shape[axis], shape[-1] = L, d
+    return (scale * x.astype(np.float64) + pe.reshape(shape)).astype(x.dtype)
+
+
+@pytest.mark.parametrize("shape, axis", [
+    ((8, 256, 512), -2),      # batch-first, 4 MB: threaded
+    ((256, 8, 512), 0),       # seq-first
+    ((3, 4, 70, 33), 2),      # two batch axes, odd d
+    ((70, 3, 4, 33), 0),
+    ((2, 40, 2500), 1),       # several feature tiles
+    ((2, 33, 8193), 1),       # wide table
+])
+@pytest.mark.parametrize("scale", [1.0, 22.627416997969522])
+def test_add_paths_match_double_arithmetic_rounded_once(threads, shape, axis, scale):
+    rng = np.random.default_rng(1)
+    x0 = rng.standard_normal(shape).astype(np.float32)
+    want = expected_add(x0, axis, 11, scale)
+    for count in (1, 2, 3):
+        threads(count)
+        x = x0.copy()
+        assert sinpe.add_(x, offset=11, axis=axis, scale=scale) is x
+        assert same_bits(x, want), count
+
+
+def test_add_float16_float64_and_strided_views(threads):
+    rng = np.random.default_rng(2)
+    for dtype in (np.float16, np.float64, np.dtype(">f4")):
+        base = rng.standard_normal((6, 90, 2 * 70)).astype(dtype)
+        x = base[::2, :, ::2]  # non-contiguous features and batch
+        want = expected_add(x, 1, -40, 1.0)
+        for count in (1, 3):
+            threads(count)
+            y = x.copy()  # contiguous copy
+            view = base.copy()[::2, :, ::2]
+            sinpe.add_(y, offset=-40, axis=1)
+            sinpe.add_(view, offset=-40, axis=1)
+            assert same_bits(y, want) and same_bits(view, want), (dtype, count)
+
+
+def test_add_agrees_with_encode(threads):
+    """add_ on zeros gives exactly the encode table: one generator feeds both."""
+    for count in (1, 2):
+        threads(count)
+        x = np.zeros((4, 600, 96), np.float32)
+        sinpe.add_(x, offset=3)
+        table = sinpe.encode(600, 96, offset=3)
+        assert all(same_bits(x[b], table) for b in range(4))
+
+
+# ---------------------------------------------------------------- threads API
+
+def test_set_num_threads_validates_its_argument(threads):
+    before = sinpe.get_num_threads()
+    for bad, exc in [(0, ValueError), (-1, ValueError), (sinpe.MAX_THREADS + 1, ValueError),
+                     ("2", TypeError), (2.0, TypeError), (True, TypeError), (None, TypeError)]:
+        with pytest.raises(exc, match="threads"):
+            sinpe.set_num_threads(bad)
+    assert sinpe.get_num_threads() == before
+    threads(np.int64(3))
+    assert sinpe.get_num_threads() == 3
+
+
+def run_python(code: str, env_threads: str | None, cwd) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop("SINPE_NUM_THREADS", None)
+    if env_threads is not None:
+        env["SINPE_NUM_THREADS"] = env_threads
+    # cwd: not the source tree, whose uncompiled sinpe/ would shadow the installed one
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_environment_variable_sets_the_default(tmp_path):
+    code = "import sinpe; print(sinpe.get_num_threads())"
+    assert run_python(code, "3", tmp_path).stdout.strip() == "3"
+    default = run_python(code, None, tmp_path).stdout.strip()
+    assert int(default) == len(os.sched_getaffinity(0))
+    bad = run_python("import warnings; warnings.simplefilter('error')\n" + code, "lots", tmp_path)
+    assert "SINPE_NUM_THREADS" in bad.stderr and "RuntimeWarning" in bad.stderr
+    ignored = run_python(code, "0", tmp_path)
+    assert ignored.stdout.strip() == default and "SINPE_NUM_THREADS=0" in ignored.stderr
+
+
+def test_pool_survives_fork(tmp_path):
+    """A child forked after the pool started (multiprocessing, DataLoader
+    workers) must not wait for helper threads that do not exist there."""
+    code = """
+        import os, sys, numpy as np, sinpe
+        sinpe.set_num_threads(2)
+        parent = sinpe.encode(1000, 512)          # starts the helper thread
+        pid = os.fork()
+        if pid == 0:
+            child = sinpe.encode(1000, 512)       # threaded again, in the child
+            os._exit(0 if child.tobytes() == parent.tobytes() else 3)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+    """
+    result = run_python(code, None, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0"
