@@ -6,20 +6,21 @@
  * How a call is cut.  Rows are grouped in blocks of SINPE_BLOCK_ROWS aligned
  * to absolute positions (so a row's bits never depend on the cut), features
  * in tiles of at most TILE_FREQS frequencies, and for add_ the batch in
- * parts.  A chunk is (a run of blocks) x (one tile) x (one batch part),
- * sized to about a megabyte of output: big enough that the per-chunk
- * anchors (sincos of d/2 angles per block) and the pool hand-off vanish,
- * small enough to balance two threads and to check for Ctrl-C often.
+ * parts.  A chunk is (a run of blocks) x (one tile) x (one batch part).
+ * encode chunks hold about a megabyte of output: big enough that the pool
+ * hand-off vanishes, small enough to balance the threads and to check for
+ * Ctrl-C often.
  *
- * Per block, a chunk computes the anchors once, then
+ * Per block, a chunk computes the anchors once (sincos of the tile's
+ * frequencies at the block start), then
  *  - encode: writes each row straight from the anchors and the step rows;
- *  - add_:   makes the block's PE tile (rows x tile lanes, doubles, a
- *            quarter MB at most, so it stays in L2) and adds it to every
- *            batch element of the part, walking memory in address order
- *            (batch-first: a batch element's rows are contiguous, so batch
- *            outer; seq-first: a position's batch is contiguous, so rows
- *            outer).  The PE is never bigger than one tile, and never
- *            repeated per batch element.
+ *  - add_:   appends the block's rows to the chunk's PE tile (doubles, at
+ *            most ADD_TILE_BYTES, so it stays in L2), which is then added
+ *            to every batch element of the part, walking memory in address
+ *            order (batch-first: a batch element's rows are contiguous, so
+ *            batch outer; seq-first: a position's batch is contiguous, so
+ *            rows outer).  The PE never exists beyond one tile per thread,
+ *            and is computed once per batch part, not per batch element.
  */
 #include "sinpe.h"
 #include "rows.h"
@@ -36,10 +37,11 @@
  * bound by its multiplies and conversions, not by L2 (about 6.5 cycles per
  * 16 float32 with AVX-512, where only two ports take 512-bit FP uops). */
 #define TILE_FREQS 512
-/* add_: the PE tile of a chunk, in doubles.  Half of L2, so that it stays
- * there while the embeddings stream past it, and several blocks long, so a
- * batch-first walk runs over long contiguous stretches of each batch
- * element (measured: ... ). */
+/* add_: the PE tile of a chunk, in doubles.  A quarter of L2, so that it
+ * stays there while the embeddings stream past it, and several blocks long,
+ * so a batch-first walk runs over long contiguous stretches of each batch
+ * element (measured on one thread, (32, 512, 512) float32: 1.9 ms instead of
+ * 2.3 ms with one-block tiles; NumPy's add takes 1.6 ms). */
 #define ADD_TILE_BYTES ((double)(512 << 10))
 #define CHUNK_MAX_BYTES ((double)(1 << 20))
 #define CHUNK_MIN_BYTES ((double)(64 << 10))

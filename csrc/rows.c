@@ -14,6 +14,7 @@
 
 #if SINPE_X86_DISPATCH
 #include <immintrin.h>
+#include <stdatomic.h>
 #endif
 
 static inline void store_elem(char *dst, sinpe_dtype dtype, int swapped, double value)
@@ -177,14 +178,17 @@ static void stream_f32_avx2(char *dst, ptrdiff_t row_stride, int rows, ptrdiff_t
     _mm_sfence();
 }
 
-/* 2: AVX-512F, 1: AVX2, 0: neither (plain stores). */
+/* 2: AVX-512F, 1: AVX2, 0: neither (plain stores).  Every thread that
+ * races here stores the same answer. */
 static int stream_level(void)
 {
-    static int level = -1; /* racy but idempotent: every thread computes the same */
-    if (level < 0) {
-        level = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+    static atomic_int level = -1;
+    int known = atomic_load_explicit(&level, memory_order_relaxed);
+    if (known < 0) {
+        known = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
+        atomic_store_explicit(&level, known, memory_order_relaxed);
     }
-    return level;
+    return known;
 }
 
 static int stream_f32(char *dst, ptrdiff_t row_stride, int rows, ptrdiff_t lanes,

@@ -284,9 +284,12 @@ void sinpe_table_cache_postfork(void)
 /* ------------------------------------------------------------------ */
 /* Anchors and values. */
 
+/* The cloned loops are static, reached through plain external wrappers:
+ * Clang 14 does not resolve target_clones functions called from another
+ * translation unit. */
 SINPE_CLONES
-void sinpe_anchor(const sinpe_table *table, int64_t p0, ptrdiff_t k0, ptrdiff_t k1, double *a,
-                  double *b, double *sin_tmp, double *cos_tmp)
+static void anchor_lanes(const sinpe_table *table, int64_t p0, ptrdiff_t k0, ptrdiff_t k1,
+                         double *a, double *b, double *sin_tmp, double *cos_tmp)
 {
     const double *freq = table->freq + k0;
     const ptrdiff_t count = k1 - k0;
@@ -304,13 +307,23 @@ void sinpe_anchor(const sinpe_table *table, int64_t p0, ptrdiff_t k0, ptrdiff_t 
     }
 }
 
-SINPE_CLONES
-void sinpe_values(const sinpe_steps *steps, int r, ptrdiff_t lanes, const double *a,
-                  const double *b, double *dst)
+void sinpe_anchor(const sinpe_table *table, int64_t p0, ptrdiff_t k0, ptrdiff_t k1, double *a,
+                  double *b, double *sin_tmp, double *cos_tmp)
 {
-    const double *c = steps->c + r * steps->stride;
-    const double *s = steps->s + r * steps->stride;
+    anchor_lanes(table, p0, k0, k1, a, b, sin_tmp, cos_tmp);
+}
+
+SINPE_CLONES
+static void values(const double *restrict c, const double *restrict s, ptrdiff_t lanes,
+                   const double *restrict a, const double *restrict b, double *restrict dst)
+{
     for (ptrdiff_t l = 0; l < lanes; ++l) {
         dst[l] = sinpe_value(a[l], b[l], c[l], s[l]);
     }
+}
+
+void sinpe_values(const sinpe_steps *steps, int r, ptrdiff_t lanes, const double *a,
+                  const double *b, double *dst)
+{
+    values(steps->c + r * steps->stride, steps->s + r * steps->stride, lanes, a, b, dst);
 }

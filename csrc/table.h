@@ -19,9 +19,10 @@
  * shuffles: loops over lanes vectorise plainly.  Nothing is carried from row
  * to row (no accumulation with position), and a value depends only on
  * (p, freq[k]): which call, thread, tile or row range made it cannot change
- * its bits.  Every writer must compute values through sinpe_value (IEEE
- * mul/add with -ffp-contract=off round identically at every SIMD width), so
- * float16/float32 outputs are the rounding of the float64 output.
+ * its bits.  Every writer must compute values through sinpe_value, or in
+ * intrinsics code the same two multiplies and one add in the same order
+ * (IEEE mul/add with -ffp-contract=off round identically at every SIMD
+ * width), so float16/float32 outputs are the rounding of the float64 output.
  *
  * What callers choose (this is the interface issue 6 builds on):
  *  - the frequencies: sinpe_table_standard(n, d) is the paper's n**(-2k/d),
@@ -31,9 +32,11 @@
  *    interleaved layout; a concatenated layout writes lane 2k to column k and
  *    lane 2k + 1 to column nfreq + k; a RoPE cos cache writes lane 2k + 1 to
  *    columns k and k + nfreq).
- *  - the positions: any p with |p * freq| <= SINPE_SINCOS_MAX_ANGLE; a row
- *    of an arbitrary position is sinpe_anchor(p0 = block start) followed by
- *    sinpe_values(r = p - p0) with the steps of sinpe_steps_for().
+ *  - the positions: any p whose block start p0 has |p0 * freq[k]| <=
+ *    SINPE_SINCOS_MAX_ANGLE (2**26; the paper's frequencies are <= 1 and
+ *    |p| <= 2**24); a row of an arbitrary position is sinpe_anchor(p0 =
+ *    sinpe_block_start(p)) followed by sinpe_values(r = p - p0) with the
+ *    steps of sinpe_steps_for().  Blocks, tiles and threads: kernels.c.
  */
 #ifndef SINPE_TABLE_H
 #define SINPE_TABLE_H
@@ -46,7 +49,7 @@
 /* Tables with more frequencies than this are "wide": their step rows
  * (32 * 2 * nfreq * 16 bytes) are not kept but built per feature tile into
  * the caller's buffer (sinpe_steps_for), so encode(1, 2**24) needs memory
- * in proportion to its output, not 4 GB of step rows. */
+ * in proportion to its output, not 8 GB of step rows. */
 #define SINPE_TABLE_MAX_STEP_FREQS 2048
 
 typedef struct sinpe_table sinpe_table;
