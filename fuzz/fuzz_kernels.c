@@ -1,0 +1,500 @@
+/*
+ * Fuzz target for the C kernels alone, through the public API (sinpe.h):
+ * sinpe_encode, sinpe_encode_ex (with a cancel callback), sinpe_add and
+ * sinpe_set_num_threads.  No Python anywhere.
+ *
+ * Each input describes one call: the dtype and byte order, a shape (0-length
+ * axes, odd d, up to 4 axes for add), a memory layout (axes in any order,
+ * gaps between elements, negative strides, a misaligned start, rarely a
+ * zero stride that makes elements overlap), the offset (often at or beyond
+ * the position bound), the base n, the scale and the thread count.  The
+ * array lives inside a buffer with guard zones, filled with random bytes.
+ * After the call:
+ *   - an invalid call must return SINPE_ERR_INVALID and leave every byte of
+ *     the buffer as it was;
+ *   - a valid one must return SINPE_OK (or SINPE_ERR_NOMEM), change no byte
+ *     outside the addressed elements, and give every element within the
+ *     derived bound of a libm double reference (as tests/test_properties.py);
+ *   - a cancelled one may leave elements untouched, but never wrong.
+ *
+ * Two ways to run it (fuzz/run.sh does either):
+ *   libFuzzer:  clang -fsanitize=fuzzer,address,undefined ...
+ *   plain:      cc -DSINPE_FUZZ_MAIN -fsanitize=address,undefined ...; ./a.out SECONDS SEED
+ *               (random inputs from a seeded generator; files as arguments
+ *               are replayed instead, e.g. a crash input from libFuzzer).
+ */
+#include "sinpe.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ */
+/* Reading the input: missing bytes read as zero, so every input is valid. */
+
+typedef struct {
+    const uint8_t *data;
+    size_t size, at;
+} reader;
+
+static unsigned byte(reader *r)
+{
+    return r->at < r->size ? r->data[r->at++] : 0u;
+}
+
+static uint64_t bits(reader *r, int count)
+{
+    uint64_t value = 0;
+    for (int i = 0; i < count; i += 8) {
+        value |= (uint64_t)byte(r) << i;
+    }
+    return count >= 64 ? value : value & ((UINT64_C(1) << count) - 1);
+}
+
+static unsigned below(reader *r, unsigned limit) /* 0 .. limit - 1 */
+{
+    return limit <= 256 ? byte(r) % limit : (unsigned)(bits(r, 32) % limit);
+}
+
+static uint64_t splitmix(uint64_t *state)
+{
+    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+static const uint8_t *current_input;
+static size_t current_size;
+
+static void fail(const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    fprintf(stderr, "fuzz_kernels: ");
+    vfprintf(stderr, format, args);
+    va_end(args);
+    fprintf(stderr, "\ninput (%zu bytes):", current_size);
+    for (size_t i = 0; i < current_size; ++i) {
+        fprintf(stderr, "%s%02x", i % 32 ? "" : "\n  ", current_input[i]);
+    }
+    fprintf(stderr, "\n");
+    abort();
+}
+
+/* ------------------------------------------------------------------ */
+/* Elements: sizes, decoding, and the error bound. */
+
+static size_t itemsize_of(sinpe_dtype dtype)
+{
+    return dtype == SINPE_FLOAT16 ? 2 : dtype == SINPE_FLOAT32 ? 4 : 8;
+}
+
+static double half_to_double(uint16_t h)
+{
+    const int exponent = (h >> 10) & 0x1f, fraction = h & 0x3ff;
+    double value;
+    if (exponent == 0) {
+        value = ldexp(fraction, -24);
+    } else if (exponent == 31) {
+        value = fraction ? NAN : INFINITY;
+    } else {
+        value = ldexp(fraction + 1024, exponent - 25);
+    }
+    return (h & 0x8000) ? -value : value;
+}
+
+static double load(const char *at, sinpe_dtype dtype, int swapped)
+{
+    uint8_t raw[8];
+    const size_t size = itemsize_of(dtype);
+    for (size_t i = 0; i < size; ++i) {
+        raw[i] = (uint8_t)at[swapped ? size - 1 - i : i];
+    }
+    if (dtype == SINPE_FLOAT16) {
+        uint16_t h;
+        memcpy(&h, raw, 2);
+        return half_to_double(h);
+    }
+    if (dtype == SINPE_FLOAT32) {
+        float f;
+        memcpy(&f, raw, 4);
+        return f;
+    }
+    double d;
+    memcpy(&d, raw, 8);
+    return d;
+}
+
+/* Writes a value that is exact in every dtype (a multiple of 1/64 in
+ * [-32, 32): 11 significant bits at most), so the input to add is known
+ * exactly whatever the dtype. */
+static void store_exact(char *at, sinpe_dtype dtype, int swapped, double value)
+{
+    uint8_t raw[8];
+    const size_t size = itemsize_of(dtype);
+    if (dtype == SINPE_FLOAT16) {
+        /* value = m * 2**e exactly, |m| < 2**11: build the half by hand */
+        uint16_t h = 0;
+        if (value != 0) {
+            int e;
+            const double m = frexp(fabs(value), &e); /* value = m * 2**e, m in [0.5, 1) */
+            h = (uint16_t)(((e + 14) << 10) | ((uint16_t)(m * 2048.0) & 0x3ff));
+            if (value < 0) h |= 0x8000;
+        }
+        memcpy(raw, &h, 2);
+    } else if (dtype == SINPE_FLOAT32) {
+        const float f = (float)value;
+        memcpy(raw, &f, 4);
+    } else {
+        memcpy(raw, &value, 8);
+    }
+    for (size_t i = 0; i < size; ++i) {
+        at[i] = (char)raw[swapped ? size - 1 - i : i];
+    }
+}
+
+static int mantissa_bits(sinpe_dtype dtype)
+{
+    return dtype == SINPE_FLOAT16 ? 10 : dtype == SINPE_FLOAT32 ? 23 : 52;
+}
+
+static double half_ulp(double magnitude, sinpe_dtype dtype)
+{
+    const double smallest = dtype == SINPE_FLOAT16 ? ldexp(1, -24)
+                            : dtype == SINPE_FLOAT32 ? ldexp(1, -149)
+                                                     : ldexp(1, -1074);
+    const double relative = magnitude * ldexp(1, -(mantissa_bits(dtype) + 1));
+    return relative > smallest / 2 ? relative : smallest / 2;
+}
+
+/* |double PE - exact| for libm and for any honest double method (see
+ * tests/test_properties.py: angle roundings of 2**-53 |p| w, w <= 1). */
+static double pe_error(int64_t p)
+{
+    return ldexp((double)(p < 0 ? -p : p) + 256.0, -52);
+}
+
+/* w_k = n ** (-2k / d), computed as DESIGN.md says (and NumPy does). */
+static double *frequencies(ptrdiff_t d, double n)
+{
+    double *freq = malloc(sizeof(double) * (size_t)(d / 2 + 1));
+    for (ptrdiff_t k = 0; freq != NULL && k <= d / 2; ++k) {
+        freq[k] = pow(n, -(2.0 * (double)k) / (double)d);
+    }
+    return freq;
+}
+
+static double reference(int64_t p, ptrdiff_t j, const double *freq)
+{
+    const double angle = (double)p * freq[j / 2];
+    return j % 2 == 0 ? sin(angle) : cos(angle);
+}
+
+/* ------------------------------------------------------------------ */
+/* One call. */
+
+#define MAX_AXES 4
+/* The large class exists for the streaming stores, which a build without
+ * SINPE_X86_DISPATCH (clang 14: SINPE_NO_CLONES) does not have. */
+#ifndef SINPE_FUZZ_LARGE
+#ifdef SINPE_NO_CLONES
+#define SINPE_FUZZ_LARGE 0
+#else
+#define SINPE_FUZZ_LARGE 1
+#endif
+#endif
+#define GUARD 96
+
+typedef struct {
+    int ndim;
+    ptrdiff_t shape[MAX_AXES], strides[MAX_AXES];
+    size_t size, offset; /* buffer bytes; byte offset of element (0, ..., 0) */
+    int overlapping;
+} layout;
+
+static ptrdiff_t element_count(const layout *lay)
+{
+    ptrdiff_t count = 1;
+    for (int i = 0; i < lay->ndim; ++i) count *= lay->shape[i];
+    return count;
+}
+
+/* Byte offset of the element with flat C-order index `flat`. */
+static size_t element_at(const layout *lay, ptrdiff_t flat, ptrdiff_t *index)
+{
+    ptrdiff_t at = (ptrdiff_t)lay->offset;
+    for (int i = lay->ndim - 1; i >= 0; --i) {
+        index[i] = flat % lay->shape[i];
+        flat /= lay->shape[i];
+        at += index[i] * lay->strides[i];
+    }
+    return (size_t)at;
+}
+
+static void make_layout(reader *r, layout *lay, size_t itemsize, int may_overlap)
+{
+    int order[MAX_AXES];
+    for (int i = 0; i < lay->ndim; ++i) order[i] = i;
+    for (int i = lay->ndim - 1; i > 0; --i) { /* a permutation: memory order of the axes */
+        const int k = (int)below(r, (unsigned)i + 1), t = order[i];
+        order[i] = order[k];
+        order[k] = t;
+    }
+    ptrdiff_t step = (ptrdiff_t)itemsize;
+    for (int i = lay->ndim - 1; i >= 0; --i) {
+        const int axis = order[i];
+        const unsigned gap = below(r, 8);
+        lay->strides[axis] = step * (gap < 5 ? 1 : gap - 3); /* mostly dense, else gaps of 2-4 */
+        step = lay->strides[axis] * (lay->shape[axis] > 0 ? lay->shape[axis] : 1);
+    }
+    ptrdiff_t low = 0, high = 0;
+    for (int i = 0; i < lay->ndim; ++i) {
+        if (below(r, 4) == 0) lay->strides[i] = -lay->strides[i];
+        if (may_overlap && i != lay->ndim - 1 && below(r, 24) == 0) {
+            lay->strides[i] = 0; /* elements overlap: memory safety only */
+            lay->overlapping = 1;
+        }
+        const ptrdiff_t extent = lay->shape[i] > 0 ? lay->strides[i] * (lay->shape[i] - 1) : 0;
+        if (extent < 0) low += extent; else high += extent;
+    }
+    const size_t misalign = below(r, 4) == 0 ? below(r, (unsigned)itemsize) : 0;
+    lay->offset = GUARD + misalign + (size_t)(-low);
+    lay->size = lay->offset + (size_t)high + itemsize + GUARD;
+}
+
+typedef struct {
+    int calls, stop_after;
+} cancel_state;
+
+static int cancel_after(void *context)
+{
+    cancel_state *state = context;
+    return ++state->calls > state->stop_after;
+}
+
+static double pick_base(reader *r, int *valid)
+{
+    static const double bad[] = {0.0, -1.0, 0.5, 0.999999, 1e-300, 1e300, 1.0000001e30, NAN, INFINITY, -INFINITY};
+    static const double good[] = {10000.0, 1.0, 2.0, 1e30, 500000.0, 10.0};
+    const unsigned kind = below(r, 16);
+    if (kind == 0) {
+        *valid = 0;
+        return bad[below(r, sizeof bad / sizeof bad[0])];
+    }
+    *valid = 1;
+    if (kind < 8) return good[below(r, sizeof good / sizeof good[0])];
+    return pow(10.0, 30.0 * (double)bits(r, 16) / 65535.0); /* 1 .. 1e30 */
+}
+
+static int64_t pick_offset(reader *r, ptrdiff_t rows, int *valid)
+{
+    const int64_t bound = SINPE_MAX_POSITION;
+    int64_t offset;
+    switch (below(r, 12)) {
+    case 0: offset = bound - rows + 1; break;           /* last row exactly at the bound */
+    case 1: offset = -bound; break;
+    case 2: offset = bound - rows + 2; break;           /* one past */
+    case 3: offset = (below(r, 2) ? 1 : -1) * (bound + 1 + (int64_t)below(r, 3)); break;
+    case 4: offset = (int64_t)bits(r, 64); break;       /* anything, mostly far out */
+    case 5: case 6: offset = (int64_t)(bits(r, 25) % (2 * bound + 1)) - bound; break;
+    default: offset = (int64_t)below(r, 200) - 100; break;
+    }
+    *valid = offset >= -bound && offset <= bound && (rows == 0 || offset <= bound - rows + 1);
+    return offset;
+}
+
+static void check_untouched(const char *what, const char *buffer, const char *before, size_t size,
+                            const unsigned char *addressed)
+{
+    for (size_t block = 0; block < size; block += 64) {
+        const size_t length = size - block < 64 ? size - block : 64;
+        if (memcmp(buffer + block, before + block, length) == 0) {
+            continue;
+        }
+        for (size_t i = block; i < block + length; ++i) {
+            if (buffer[i] != before[i] && (addressed == NULL || !addressed[i])) {
+                fail("%s: byte %zu of %zu changed (outside the array)", what, i, size);
+            }
+        }
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    current_input = data;
+    current_size = size;
+    reader r = {data, size, 0};
+
+    const unsigned op = below(&r, 3); /* 0 encode, 1 encode_ex with cancel, 2 add */
+    const sinpe_dtype dtype = (sinpe_dtype)below(&r, 3);
+    const int swapped = below(&r, 4) == 0;
+    const size_t itemsize = itemsize_of(dtype);
+    /* size class: small (every path), medium (past the thread threshold,
+     * 256 KB), large (past the streaming threshold, 32 MB; slow, so rare) */
+    const unsigned size_class = below(&r, 128);
+    const int large = SINPE_FUZZ_LARGE && size_class == 127; /* not 0: short inputs read zeros */
+    const int medium = size_class >= 112 && !large;
+
+    layout lay = {0};
+    lay.ndim = op == 2 ? 1 + (int)below(&r, MAX_AXES) : (below(&r, 32) == 0 ? 3 : 2);
+    for (int i = 0; i < lay.ndim; ++i) {
+        const unsigned kind = below(&r, 10);
+        lay.shape[i] = kind == 0 ? 0 : kind < 6 ? 1 + below(&r, 6) : below(&r, 80);
+    }
+    const int pos_axis = op == 2 ? (int)below(&r, (unsigned)lay.ndim + 1) - (below(&r, 16) == 0) : 0;
+    if (large || medium) {
+        lay.ndim = 2;
+        lay.shape[0] = large ? 90000 + below(&r, 40000) : 1000 + below(&r, 8000);
+        lay.shape[1] = large ? 96 - below(&r, 8) : 1 + below(&r, 96);
+    }
+    ptrdiff_t total = element_count(&lay);
+    if (!large && !medium && total > 4000) {
+        lay.shape[lay.ndim - 1] = 1 + lay.shape[lay.ndim - 1] % 7;
+        total = element_count(&lay);
+        if (total > 4000) return 0;
+    }
+    make_layout(&r, &lay, itemsize, !large);
+    if (lay.size > ((size_t)192 << 20)) {
+        return 0; /* three buffers of this size are allocated below */
+    }
+
+    const int rows_axis = op == 2 ? pos_axis : 0;
+    const ptrdiff_t rows = rows_axis >= 0 && rows_axis < lay.ndim ? lay.shape[rows_axis] : 0;
+    int n_valid, offset_valid;
+    const double n = pick_base(&r, &n_valid);
+    const int64_t offset = pick_offset(&r, rows, &offset_valid);
+    const unsigned scale_kind = below(&r, 16);
+    const double scale = scale_kind == 0 ? NAN : scale_kind == 1 ? INFINITY
+                         : scale_kind < 5 ? 1.0 : ((double)bits(&r, 16) - 32768.0) / 4096.0;
+    const int threads = 1 + (int)below(&r, 4);
+    cancel_state cancel = {0, (int)below(&r, 4)};
+    const unsigned flags = below(&r, 2) ? SINPE_FRESH_OUTPUT : 0u;
+    uint64_t seed = bits(&r, 64);
+
+    int valid = n_valid && offset_valid;
+    if (op == 2) {
+        valid = valid && lay.ndim >= 2 && pos_axis >= 0 && pos_axis < lay.ndim - 1 && isfinite(scale);
+    } else {
+        valid = valid && lay.ndim == 2;
+    }
+
+    if (sinpe_set_num_threads(threads) != SINPE_OK) fail("set_num_threads(%d) refused", threads);
+    if (sinpe_get_num_threads() != threads) fail("get_num_threads() != %d", threads);
+    if (sinpe_set_num_threads(0) != SINPE_ERR_INVALID || sinpe_set_num_threads(SINPE_MAX_THREADS + 1) != SINPE_ERR_INVALID)
+        fail("set_num_threads accepted an out-of-range count");
+
+    char *buffer = malloc(lay.size), *before = malloc(lay.size);
+    unsigned char *addressed = calloc(lay.size, 1);
+    if (buffer == NULL || before == NULL || addressed == NULL) {
+        free(buffer), free(before), free(addressed);
+        return 0;
+    }
+    for (size_t i = 0; i < lay.size; i += 8) {
+        const uint64_t word = splitmix(&seed);
+        memcpy(buffer + i, &word, lay.size - i < 8 ? lay.size - i : 8);
+    }
+    ptrdiff_t index[MAX_AXES];
+    for (ptrdiff_t e = 0; e < total; ++e) {
+        const size_t at = element_at(&lay, e, index);
+        memset(addressed + at, 1, itemsize);
+        if (op == 2) { /* exact inputs in [-32, 32) */
+            store_exact(buffer + at, dtype, swapped, (double)((int64_t)(splitmix(&seed) % 4096) - 2048) / 64.0);
+        }
+    }
+    memcpy(before, buffer, lay.size);
+
+    const sinpe_array view = {buffer + lay.offset, dtype, swapped, lay.ndim, lay.shape, lay.strides};
+    int status;
+    if (op == 0) {
+        status = sinpe_encode(&view, n, offset);
+    } else if (op == 1) {
+        status = sinpe_encode_ex(&view, n, offset, flags, cancel_after, &cancel);
+    } else {
+        status = sinpe_add(&view, pos_axis, n, offset, scale);
+    }
+
+    if (!valid) {
+        if (status != SINPE_ERR_INVALID) fail("invalid call returned status %d, not SINPE_ERR_INVALID", status);
+        check_untouched("invalid call", buffer, before, lay.size, NULL);
+    } else if (status == SINPE_ERR_NOMEM) {
+        check_untouched("SINPE_ERR_NOMEM", buffer, before, lay.size, NULL);
+    } else if (status != SINPE_OK && !(status == SINPE_ERR_CANCELLED && op == 1 && cancel.calls > cancel.stop_after)) {
+        fail("valid call returned status %d", status);
+    } else {
+        check_untouched("valid call", buffer, before, lay.size, addressed);
+        /* Values: every element of a small call, a sample of a large one. */
+        const ptrdiff_t d = lay.shape[lay.ndim - 1];
+        double *freq = frequencies(d, n);
+        if (freq == NULL) fail("out of memory in the driver");
+        const ptrdiff_t stride = large || medium ? 1 + total / 4096 : 1;
+        for (ptrdiff_t e = 0; e < total && !lay.overlapping; e += stride) {
+            const size_t at = element_at(&lay, e, index);
+            const int64_t p = offset + index[rows_axis];
+            const ptrdiff_t j = index[lay.ndim - 1];
+            const double pe = reference(p, j, freq), err = pe_error(p);
+            const double got = load(buffer + at, dtype, swapped);
+            double want, tolerance;
+            if (op == 2) {
+                const double scaled = scale * load(before + at, dtype, swapped);
+                want = scaled + pe;
+                const double delta = 2 * err + ldexp(fabs(scaled) + fabs(want), -52);
+                tolerance = half_ulp(fabs(want) + delta, dtype) + delta;
+            } else {
+                want = pe;
+                tolerance = dtype == SINPE_FLOAT32 ? ldexp(1, -24) + err : half_ulp(fabs(pe) + 2 * err, dtype) + 2 * err;
+            }
+            if (status == SINPE_ERR_CANCELLED && memcmp(buffer + at, before + at, itemsize) == 0) {
+                continue; /* not reached before the cancel: allowed */
+            }
+            if (!(fabs(got - want) <= tolerance)) {
+                fail("op %u dtype %d swapped %d: element p=%lld j=%td d=%td n=%.17g scale=%.17g: got %.17g, "
+                     "want %.17g, error %.3g > %.3g",
+                     op, (int)dtype, swapped, (long long)p, j, d, n, scale, got, want, fabs(got - want), tolerance);
+            }
+        }
+        free(freq);
+    }
+    free(buffer);
+    free(before);
+    free(addressed);
+    return 0;
+}
+
+#ifdef SINPE_FUZZ_MAIN
+#include <time.h>
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && argv[1][0] != '-' && (argv[1][0] < '0' || argv[1][0] > '9')) {
+        for (int i = 1; i < argc; ++i) { /* replay input files */
+            FILE *f = fopen(argv[i], "rb");
+            if (f == NULL) { perror(argv[i]); return 2; }
+            uint8_t input[4096];
+            const size_t got = fread(input, 1, sizeof input, f);
+            fclose(f);
+            LLVMFuzzerTestOneInput(input, got);
+        }
+        printf("fuzz_kernels: %d inputs replayed, no failure\n", argc - 1);
+        return 0;
+    }
+    const double seconds = argc > 1 ? atof(argv[1]) : 60.0;
+    uint64_t state = argc > 2 ? strtoull(argv[2], NULL, 0) : 1;
+    const time_t start = time(NULL);
+    long runs = 0;
+    uint8_t input[128];
+    while (difftime(time(NULL), start) < seconds) {
+        const size_t length = 16 + splitmix(&state) % (sizeof input - 16);
+        for (size_t i = 0; i < length; ++i) input[i] = (uint8_t)splitmix(&state);
+        LLVMFuzzerTestOneInput(input, length);
+        ++runs;
+    }
+    printf("fuzz_kernels: %ld random inputs in %.0f s, no failure\n", runs, seconds);
+    return 0;
+}
+#endif
