@@ -13,6 +13,7 @@ Profiles (``SINPE_HYPOTHESIS=<name>``; CI=true selects ``ci``):
   ci    derandomized, no example database: the same examples on every run.
   dev   the default locally: random, with the .hypothesis/ database.
   long  by hand, minutes:  SINPE_HYPOTHESIS=long pytest tests/test_properties.py
+  quick 25 examples each, derandomized: for scripts/valgrind.sh.
 """
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ _COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], prin
 settings.register_profile("sinpe-ci", max_examples=300, derandomize=True, database=None, **_COMMON)
 settings.register_profile("sinpe-dev", max_examples=300, **_COMMON)
 settings.register_profile("sinpe-long", max_examples=20000, **_COMMON)
+# scripts/valgrind.sh: a few examples of each test, the same on every run
+settings.register_profile("sinpe-quick", max_examples=25, derandomize=True, database=None, **_COMMON)
 _default_profile = "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev"
 PROFILE = settings.get_profile("sinpe-" + os.environ.get("SINPE_HYPOTHESIS", _default_profile))
 
