@@ -15,10 +15,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${SINPE_ASAN_DIR:-$(mktemp -d)/sinpe-asan}
 mkdir -p "$build"
 
-# Copy what the build and the tests read; compiled objects of the normal
-# build must not come along (the .so would shadow the sanitized one).
-(cd "$root" && tar --exclude='*.so' --exclude='__pycache__' --exclude='build' \
-    --exclude='*.egg-info' -cf - csrc sinpe tests setup.py pyproject.toml README.md) |
+# Copy the whole tree (tests read examples/, docs, configuration), but no
+# build products: a normal _core .so would shadow the sanitized one.
+(cd "$root" && tar --exclude='./.git' --exclude='*.so' --exclude='__pycache__' --exclude='./build' \
+    --exclude='*.egg-info' --exclude='./.venv' --exclude='./.hypothesis' --exclude='./.pytest_cache' \
+    --exclude='./.mypy_cache' -cf - .) |
   (cd "$build" && tar -xf -)
 
 cd "$build"
