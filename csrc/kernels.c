@@ -125,30 +125,34 @@ static void batch_step(const plan_t *plan, batch_cursor *cur)
 }
 
 /* Adds the PE tile (rows i < nrows of `tile`) to every batch element of
- * `part`; base is row 0 of the tile in batch element 0. */
+ * `part`; base is row 0 of the tile in batch element 0.  Batch-first: one
+ * call per batch element covers all the tile's rows.  Seq-first: one call
+ * per tile row covers a run of the innermost batch axis (pe_stride 0). */
 static void add_tile(const plan_t *plan, char *base, const double *tile, int nrows,
                      ptrdiff_t lanes, ptrdiff_t part)
 {
     const ptrdiff_t b0 = part * plan->batch_per_part;
     const ptrdiff_t b1 = min_ptrdiff(b0 + plan->batch_per_part, plan->batch);
     batch_cursor cur;
-    if (plan->rows_outer) {
-        for (int i = 0; i < nrows; ++i) {
-            batch_seek(plan, &cur, b0);
-            for (ptrdiff_t bi = b0; bi < b1; ++bi) {
-                sinpe_add_row(&plan->fmt, base + i * plan->row_stride + cur.offset,
-                              tile + i * plan->tile_lanes, lanes, plan->scale);
-                batch_step(plan, &cur);
-            }
-        }
-    } else {
+    if (!plan->rows_outer) {
         batch_seek(plan, &cur, b0);
         for (ptrdiff_t bi = b0; bi < b1; ++bi) {
-            for (int i = 0; i < nrows; ++i) {
-                sinpe_add_row(&plan->fmt, base + i * plan->row_stride + cur.offset,
-                              tile + i * plan->tile_lanes, lanes, plan->scale);
-            }
+            sinpe_add_rows(&plan->fmt, base + cur.offset, plan->row_stride, tile,
+                           plan->tile_lanes, nrows, lanes, plan->scale);
             batch_step(plan, &cur);
+        }
+        return;
+    }
+    const int inner = plan->batch_ndim - 1; /* rows_outer implies a batch axis */
+    for (int i = 0; i < nrows; ++i) {
+        char *row = base + i * plan->row_stride;
+        const double *pe = tile + i * plan->tile_lanes;
+        for (ptrdiff_t bi = b0; bi < b1;) {
+            batch_seek(plan, &cur, bi);
+            const ptrdiff_t run = min_ptrdiff(b1 - bi, plan->batch_shape[inner] - cur.index[inner]);
+            sinpe_add_rows(&plan->fmt, row + cur.offset, plan->batch_strides[inner], pe, 0, run,
+                           lanes, plan->scale);
+            bi += run;
         }
     }
 }
@@ -360,7 +364,8 @@ static int run_table(const sinpe_array *x, int pos_axis, double n, int64_t offse
     /* Address order: rows outer when a position's stride is the larger one. */
     const ptrdiff_t inner_batch_stride =
         plan->batch_ndim > 0 ? plan->batch_strides[plan->batch_ndim - 1] : 0;
-    plan->rows_outer = llabs((long long)plan->row_stride) > llabs((long long)inner_batch_stride);
+    plan->rows_outer = plan->batch_ndim > 0 &&
+                       llabs((long long)plan->row_stride) > llabs((long long)inner_batch_stride);
 
     sinpe_table *table = sinpe_table_standard(n, plan->d);
     if (table == NULL) {

@@ -241,49 +241,65 @@ void sinpe_store_rows(const sinpe_row_format *fmt, char *dst, ptrdiff_t row_stri
 }
 
 /* scale == 1 skips the multiply: 1.0 * x == x for every double (a NaN
- * stays the same quiet NaN), so the bits are the same either way. */
+ * stays the same quiet NaN), so the bits are the same either way.  The row
+ * loop is inside so that short rows (d = 512 is 2 KB) are not each a call
+ * through the clone dispatcher (measured ~15% of an add_ of d = 512). */
 SINPE_CLONES
-static void add_f32(float *restrict x, const double *restrict pe, ptrdiff_t lanes, double scale)
+static void add_f32(char *dst, ptrdiff_t dst_stride, const double *pe, ptrdiff_t pe_stride,
+                    ptrdiff_t count, ptrdiff_t lanes, double scale)
 {
-    if (scale == 1.0) {
-        for (ptrdiff_t l = 0; l < lanes; ++l) {
-            x[l] = (float)((double)x[l] + pe[l]);
-        }
-    } else {
-        for (ptrdiff_t l = 0; l < lanes; ++l) {
-            x[l] = (float)(scale * (double)x[l] + pe[l]);
+    for (ptrdiff_t i = 0; i < count; ++i) {
+        float *restrict x = (float *)(void *)(dst + i * dst_stride);
+        const double *restrict v = pe + i * pe_stride;
+        if (scale == 1.0) {
+            for (ptrdiff_t l = 0; l < lanes; ++l) {
+                x[l] = (float)((double)x[l] + v[l]);
+            }
+        } else {
+            for (ptrdiff_t l = 0; l < lanes; ++l) {
+                x[l] = (float)(scale * (double)x[l] + v[l]);
+            }
         }
     }
 }
 
 SINPE_CLONES
-static void add_f64(double *restrict x, const double *restrict pe, ptrdiff_t lanes, double scale)
+static void add_f64(char *dst, ptrdiff_t dst_stride, const double *pe, ptrdiff_t pe_stride,
+                    ptrdiff_t count, ptrdiff_t lanes, double scale)
 {
-    if (scale == 1.0) {
-        for (ptrdiff_t l = 0; l < lanes; ++l) {
-            x[l] = x[l] + pe[l];
-        }
-    } else {
-        for (ptrdiff_t l = 0; l < lanes; ++l) {
-            x[l] = scale * x[l] + pe[l];
+    for (ptrdiff_t i = 0; i < count; ++i) {
+        double *restrict x = (double *)(void *)(dst + i * dst_stride);
+        const double *restrict v = pe + i * pe_stride;
+        if (scale == 1.0) {
+            for (ptrdiff_t l = 0; l < lanes; ++l) {
+                x[l] = x[l] + v[l];
+            }
+        } else {
+            for (ptrdiff_t l = 0; l < lanes; ++l) {
+                x[l] = scale * x[l] + v[l];
+            }
         }
     }
 }
 
-void sinpe_add_row(const sinpe_row_format *fmt, char *dst, const double *pe, ptrdiff_t lanes,
-                   double scale)
+void sinpe_add_rows(const sinpe_row_format *fmt, char *dst, ptrdiff_t dst_stride,
+                    const double *pe, ptrdiff_t pe_stride, ptrdiff_t count, ptrdiff_t lanes,
+                    double scale)
 {
-    if (fmt->dtype == SINPE_FLOAT32 && is_plain(fmt, dst, 0, 4)) {
-        add_f32((float *)(void *)dst, pe, lanes, scale);
+    if (fmt->dtype == SINPE_FLOAT32 && is_plain(fmt, dst, dst_stride, 4)) {
+        add_f32(dst, dst_stride, pe, pe_stride, count, lanes, scale);
         return;
     }
-    if (fmt->dtype == SINPE_FLOAT64 && is_plain(fmt, dst, 0, 8)) {
-        add_f64((double *)(void *)dst, pe, lanes, scale);
+    if (fmt->dtype == SINPE_FLOAT64 && is_plain(fmt, dst, dst_stride, 8)) {
+        add_f64(dst, dst_stride, pe, pe_stride, count, lanes, scale);
         return;
     }
-    for (ptrdiff_t j = 0; j < lanes; ++j) {
-        char *elem = dst + j * fmt->col_stride;
-        const double value = scale * load_elem(elem, fmt->dtype, fmt->swapped) + pe[j];
-        store_elem(elem, fmt->dtype, fmt->swapped, value);
+    for (ptrdiff_t i = 0; i < count; ++i) {
+        for (ptrdiff_t j = 0; j < lanes; ++j) {
+            char *elem = dst + i * dst_stride + j * fmt->col_stride;
+            const double value =
+                scale * load_elem(elem, fmt->dtype, fmt->swapped) + pe[i * pe_stride + j];
+            store_elem(elem, fmt->dtype, fmt->swapped, value);
+        }
     }
 }

@@ -28,8 +28,11 @@ void sinpe_store_rows(const sinpe_row_format *fmt, char *dst, ptrdiff_t row_stri
                       const sinpe_steps *steps, int r0, int r1, ptrdiff_t lanes,
                       const double *a, const double *b, double *tmp);
 
-/* dst[j] = scale * dst[j] + pe[j] in double, rounded once, j < lanes. */
-void sinpe_add_row(const sinpe_row_format *fmt, char *dst, const double *pe, ptrdiff_t lanes,
-                   double scale);
+/* For each of `count` rows i (at dst + i * dst_stride, values at
+ * pe + i * pe_stride; pe_stride 0 adds one row of values to many rows):
+ * x[j] = scale * x[j] + pe[j] in double, rounded once, j < lanes. */
+void sinpe_add_rows(const sinpe_row_format *fmt, char *dst, ptrdiff_t dst_stride,
+                    const double *pe, ptrdiff_t pe_stride, ptrdiff_t count, ptrdiff_t lanes,
+                    double scale);
 
 #endif /* SINPE_ROWS_H */
