@@ -97,6 +97,12 @@ static ptrdiff_t min_ptrdiff(ptrdiff_t a, ptrdiff_t b)
     return a < b ? a : b;
 }
 
+/* For a, b >= 1, without the overflow of (a + b - 1) / b. */
+static ptrdiff_t ceil_div(ptrdiff_t a, ptrdiff_t b)
+{
+    return a / b + (a % b != 0);
+}
+
 static size_t itemsize_of(sinpe_dtype dtype)
 {
     return dtype == SINPE_FLOAT16 ? 2 : dtype == SINPE_FLOAT32 ? 4 : 8;
@@ -245,7 +251,7 @@ static void plan_cut(plan_t *plan, int *threads, ptrdiff_t *cancel_period, int o
     const ptrdiff_t nfreq = plan->table->nfreq;
     plan->tile_freqs = min_ptrdiff(nfreq, TILE_FREQS);
     plan->tile_lanes = 2 * plan->tile_freqs;
-    plan->ntiles = (nfreq + plan->tile_freqs - 1) / plan->tile_freqs;
+    plan->ntiles = ceil_div(nfreq, plan->tile_freqs);
     plan->block0 = sinpe_block_start(plan->first);
     plan->nblocks =
         (ptrdiff_t)((sinpe_block_start(plan->first + plan->rows - 1) - plan->block0) /
@@ -281,9 +287,9 @@ static void plan_cut(plan_t *plan, int *threads, ptrdiff_t *cancel_period, int o
         plan->batch_parts = 1;
     }
     plan->tile_rows = plan->adding ? SINPE_BLOCK_ROWS * plan->blocks_per_chunk : 1;
-    plan->batch_per_part = (plan->batch + plan->batch_parts - 1) / plan->batch_parts;
-    plan->batch_parts = (plan->batch + plan->batch_per_part - 1) / plan->batch_per_part;
-    plan->groups = (plan->nblocks + plan->blocks_per_chunk - 1) / plan->blocks_per_chunk;
+    plan->batch_per_part = ceil_div(plan->batch, plan->batch_parts);
+    plan->batch_parts = ceil_div(plan->batch, plan->batch_per_part);
+    plan->groups = ceil_div(plan->nblocks, plan->blocks_per_chunk);
 
     const double per_chunk = block_bytes * (double)plan->blocks_per_chunk /
                              (double)plan->batch_parts;
