@@ -145,6 +145,47 @@ static int dtype_code(PyArray_Descr *descr, sinpe_dtype *code)
     }
 }
 
+/* True when no two elements of the array share a byte, by a sufficient
+ * test: with the axes sorted by |stride|, each one must step past all that
+ * the smaller ones span.  Every layout NumPy itself makes (C or Fortran
+ * order, transposes, slices, negative steps) passes; views that repeat
+ * elements (zero strides, as_strided overlaps) fail, and writing those in
+ * place would add the table several times into the same memory. */
+static int elements_are_distinct(PyArrayObject *array)
+{
+    if (PyArray_SIZE(array) == 0) {
+        return 1;
+    }
+    npy_intp steps[NPY_MAXDIMS], lengths[NPY_MAXDIMS];
+    int count = 0;
+    for (int axis = 0; axis < PyArray_NDIM(array); ++axis) {
+        const npy_intp length = PyArray_DIM(array, axis);
+        if (length < 2) {
+            continue; /* never stepped along */
+        }
+        const npy_intp stride = PyArray_STRIDE(array, axis);
+        const npy_intp step = stride < 0 ? -stride : stride;
+        int at = count++;
+        for (; at > 0 && steps[at - 1] > step; --at) { /* insertion sort: few axes */
+            steps[at] = steps[at - 1];
+            lengths[at] = lengths[at - 1];
+        }
+        steps[at] = step;
+        lengths[at] = length;
+    }
+    npy_intp span = PyArray_ITEMSIZE(array); /* bytes covered by the smaller axes */
+    for (int i = 0; i < count; ++i) {
+        if (steps[i] < span) {
+            return 0;
+        }
+        /* as_strided accepts absurd strides: saturate rather than overflow
+         * (an array that large is then reported as overlapping, never UB) */
+        const npy_intp reach = lengths[i] - 1;
+        span = steps[i] > (NPY_MAX_INTP - span) / reach ? NPY_MAX_INTP : span + steps[i] * reach;
+    }
+    return 1;
+}
+
 /* A float16/32/64 ndarray that may be written: the shared checks of out= and
  * embeddings.  Fills the kernel's view of it. */
 static int writable_float_array(PyObject *obj, const char *name, sinpe_array *view)
@@ -164,6 +205,13 @@ static int writable_float_array(PyObject *obj, const char *name, sinpe_array *vi
     }
     if (!PyArray_ISWRITEABLE(array)) {
         PyErr_Format(PyExc_ValueError, "%s is read-only", name);
+        return -1;
+    }
+    if (!elements_are_distinct(array)) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s has elements that share memory (a zero or overlapping stride, as "
+                     "from as_strided or tensor.expand); writing it in place is ambiguous",
+                     name);
         return -1;
     }
     view->data = PyArray_BYTES(array);

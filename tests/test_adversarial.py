@@ -175,10 +175,16 @@ def test_add_positions_at_and_beyond_the_bound(rows, offset, ok):
 
 
 def test_add_position_axis_longer_than_the_bound_writes_nothing():
-    """2**25 + 2 positions on a zero-stride view (no memory): refused whole."""
+    """2**25 + 2 positions without the memory for them: refused whole.
+
+    A zero-width feature axis needs no memory and reaches the position check; a
+    zero-stride view of the same length is refused too (its rows share memory),
+    and its base stays untouched either way."""
+    empty = np.zeros((2 * BOUND + 2, 0), np.float32)
+    raises_naming(ValueError, lambda: sinpe.add_(empty, offset=-BOUND), "embeddings.shape[axis]", "offset")
     base = np.zeros(3, np.float32)
     x = np.lib.stride_tricks.as_strided(base, shape=(2 * BOUND + 2, 3), strides=(0, 4), writeable=True)
-    raises_naming(ValueError, lambda: sinpe.add_(x, offset=-BOUND), "embeddings.shape[axis]", "offset")
+    raises_naming(ValueError, lambda: sinpe.add_(x, offset=-BOUND), "embeddings")
     assert (base == 0).all()
 
 

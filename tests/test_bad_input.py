@@ -326,6 +326,45 @@ def test_add_read_only_embeddings_is_value_error(dtype):
     assert_fails(ValueError, r"\bembeddings\b.*read-only", lambda: sinpe.add_(broadcast), base)
 
 
+# Writeable views whose elements share memory: an in-place write would hit the
+# same bytes several times (add_ would add the table more than once).
+def _overlapping_views(dtype):
+    from numpy.lib.stride_tricks import as_strided
+
+    base = fresh_x(dtype, shape=(4 * L * D,))
+    item = base.itemsize
+    return base, [
+        as_strided(base, (L, D), (0, item)),  # every row is row 0
+        as_strided(base, (L, D), (item, item)),  # rows shifted by one element
+        as_strided(base, (2, L, D), (0, D * item, item)),  # a broadcast batch
+        as_strided(base, (L, D), (D * item, 0)),  # every column is column 0
+    ]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_encode_out_with_shared_elements_is_value_error(dtype):
+    base, views = _overlapping_views(dtype)
+    for view in views[:2] + views[3:]:
+        assert view.flags.writeable
+        assert_fails(ValueError, r"\bout\b.*share memory", lambda: sinpe.encode(L, D, out=view), base)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_add_embeddings_with_shared_elements_is_value_error(dtype):
+    base, views = _overlapping_views(dtype)
+    for view in views:
+        assert_fails(ValueError, r"\bembeddings\b.*share memory", lambda: sinpe.add_(view, axis=-2), base)
+
+
+def test_views_numpy_makes_are_not_mistaken_for_overlapping():
+    """The overlap test is sufficient, not exact: every layout NumPy produces must pass it."""
+    block = np.zeros((6, 5, 8), np.float32)
+    for view in [block, block.T, block[::-1, ::2, 1:], block.transpose(1, 0, 2), block[:, :1], block[:, 2:3, ::-3]]:
+        assert sinpe.add_(view, axis=0 if view.shape[0] > 1 else 1) is view
+    for out in [np.zeros((8, 5)).T, np.zeros((5, 16))[:, ::2], np.zeros((1, 8)), np.zeros((0, 8))]:
+        assert sinpe.encode(*out.shape, out=out) is out
+
+
 def test_add_too_many_positions_is_value_error():
     x = np.zeros((B + 2, 0), np.float32)  # positions 0 .. 2**24 + 1, no memory needed
     assert_fails(ValueError, r"embeddings\.shape\[axis\]=16777218", lambda: sinpe.add_(x, axis=0))
