@@ -233,14 +233,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="sinpe threads (default: sinpe.get_num_threads())")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch recipes")
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
 
+    threads_before = sinpe.get_num_threads()
     if args.threads is not None:
         sinpe.set_num_threads(args.threads)
+    try:
+        return _run(args)
+    finally:
+        sinpe.set_num_threads(threads_before)  # main() may be called in-process (sinpe bench)
+
+
+def _run(args: argparse.Namespace) -> int:
     torch_recipes = {} if args.no_torch else _torch_recipes()
     torch_version, torch_threads = "-", "-"
     if torch_recipes:
         import torch
-        torch_version, torch_threads = torch.__version__, torch.get_num_threads()
+        torch_version, torch_threads = str(torch.__version__), str(torch.get_num_threads())
 
     results = [
         _encode_case(16, 64, args.quick, True, torch_recipes),
@@ -260,7 +269,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "numpy": np.__version__, "torch": torch_version, "torch_threads": torch_threads,
         "cpu_count": os.cpu_count(), "machine": platform.machine(),
         "python": platform.python_version(), "quick": args.quick,
-        "command": " ".join(["python -m sinpe.bench", *(sys.argv[1:] if argv is None else argv)]),
+        "command": " ".join(["python -m sinpe.bench", *args.argv]),
     }
     _print_table(results, header, sys.stdout)
     if args.json:
