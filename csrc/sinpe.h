@@ -73,9 +73,10 @@ int sinpe_encode(const sinpe_array *out, double n, int64_t offset);
 
 /* Flags of sinpe_encode_ex. */
 enum {
-    /* `out` was just allocated, so its pages come fresh (and zeroed, hence
-     * cached) from the OS: large tables are then written through the caches
-     * rather than with streaming stores.  Only speed depends on it. */
+    /* `out` was just allocated: a large one (32 MB or more) then comes
+     * fresh from the OS, whose page zeroing leaves it in the caches, so it
+     * is written with plain stores rather than streaming ones.  Only speed
+     * depends on this flag, never values. */
     SINPE_FRESH_OUTPUT = 1
 };
 

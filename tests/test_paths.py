@@ -4,7 +4,8 @@ The kernels choose a path per call (csrc/kernels.c, csrc/rows.c): one thread
 or several; feature tiles of 1024 lanes; cached step tables or, for wide
 tables (d > 4096), step rows built per tile; plain contiguous loops, the
 element-by-element writer (float16, byte-swapped, strided, unaligned), and
-streaming stores for existing arrays of 32 MB or more; for add_ a PE tile
+streaming stores for tables of 8 MB or more (plain stores for new arrays of 32 MB
+or more); for add_ a PE tile
 walked batch-first or seq-first.  Each must keep the promise (within 2**-24
 of exact for float32), and all must give the same bits for the same element:
 DESIGN.md makes every element a pure function of (p, j, d, n), so thread
@@ -138,9 +139,9 @@ def test_unaligned_bytes_out(threads):
 
 @pytest.mark.parametrize("d", [1024, 1025])
 def test_streaming_stores_for_large_out_match_plain_stores(threads, d):
-    """out= of 32 MB or more is written with streaming stores (with scalar
-    heads and tails when rows are not 64-byte aligned, d = 1025); a new
-    array of the same table is written with plain stores: same bits."""
+    """out= of 32 MB is written with streaming stores (with scalar heads and
+    tails when rows are not 64-byte aligned, d = 1025); a new array of the
+    same table with plain stores: same bits."""
     L = (32 << 20) // (4 * d) + 1
     threads(2)
     out = np.empty((L, d), np.float32)
