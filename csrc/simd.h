@@ -9,6 +9,17 @@
 #ifndef SINPE_SIMD_H
 #define SINPE_SIMD_H
 
+/* ThreadSanitizer instruments the ifunc resolvers, which the dynamic loader
+ * runs before the sanitizer is initialised (a crash at start-up): no clones
+ * under TSan. */
+#if defined(__SANITIZE_THREAD__)
+#define SINPE_NO_CLONES 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SINPE_NO_CLONES 1
+#endif
+#endif
+
 #if defined(__x86_64__) && defined(__ELF__) && !defined(SINPE_NO_CLONES) && \
     ((defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 8) || \
      (defined(__clang__) && __clang_major__ >= 14))

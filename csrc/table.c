@@ -197,6 +197,9 @@ static void insert(sinpe_table *table)
             table->refs++; /* the cache's own reference */
             return;
         }
+        if (oldest < 0) {
+            return; /* cannot happen (a table is < CACHE_BYTES); stays uncached */
+        }
         evict(oldest);
     }
 }

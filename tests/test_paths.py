@@ -259,3 +259,26 @@ def test_pool_survives_fork(tmp_path):
     result = run_python(code, None, tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "0"
+
+
+def test_table_cache_churn_from_many_threads():
+    """Eight Python threads cycle through more (n, d) tables than the cache
+    holds, so tables are evicted while other calls still use them."""
+    import threading
+
+    failures = []
+
+    def work(seed: int) -> None:
+        for k in range(60):
+            n, d = 2.0 + (7 * k + seed) % 13, 64 * (1 + (k + seed) % 40)
+            first = sinpe.encode(40, d, n, offset=seed)
+            if not same_bits(first, sinpe.encode(40, d, n, offset=seed)):
+                failures.append((seed, k))
+
+    workers = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not failures
+    check_promise(sinpe.encode(40, 64 * 40, 3.0), 0, n=3.0)
