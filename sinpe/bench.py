@@ -197,10 +197,19 @@ def _summarise(result: Dict[str, Any]) -> None:
         result["fastest_torch_over_sinpe"] = others[best] / times["sinpe"]
 
 
+def _load_average() -> Optional[float]:
+    """The 1-minute load average (other work competing for the cores), if known."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
 def _print_table(results: List[Dict[str, Any]], header: Dict[str, Any], file: Any) -> None:
     print(f"sinpe {header['sinpe']} threads={header['sinpe_threads']}  numpy {header['numpy']} "
           f"(1 thread)  torch {header['torch']} threads={header['torch_threads']}  "
-          f"{header['cpu_count']} CPUs  {header['python']}", file=file)
+          f"{header['cpu_count']} CPUs  {header['python']}  load average "
+          f"{header['load_average'][0]} -> {header['load_average'][1]}", file=file)
     print("medians; ratio = sinpe / floor (timed in alternation); torch/sinpe = fastest torch "
           "recipe / sinpe", file=file)
     extra_names = sorted({k for r in results for k in r["times"] if k not in ("sinpe", "floor")})
@@ -251,6 +260,7 @@ def _run(args: argparse.Namespace) -> int:
         import torch
         torch_version, torch_threads = str(torch.__version__), str(torch.get_num_threads())
 
+    load_before = _load_average()
     results = [
         _encode_case(16, 64, args.quick, True, torch_recipes),
         _encode_case(5000, 512, args.quick, True, torch_recipes),
@@ -269,6 +279,7 @@ def _run(args: argparse.Namespace) -> int:
         "numpy": np.__version__, "torch": torch_version, "torch_threads": torch_threads,
         "cpu_count": os.cpu_count(), "machine": platform.machine(),
         "python": platform.python_version(), "quick": args.quick,
+        "load_average": [load_before, _load_average()],
         "command": " ".join(["python -m sinpe.bench", *args.argv]),
     }
     _print_table(results, header, sys.stdout)
