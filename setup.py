@@ -12,6 +12,7 @@ core = Extension(
     sources=[
         "csrc/module.c",
         "csrc/kernels.c",
+        "csrc/layouts.c",
         "csrc/rows.c",
         "csrc/table.c",
         "csrc/threads.c",

@@ -265,10 +265,14 @@ static int check_signals(void *context)
     return failed;
 }
 
+/* encode_at, rope, encode_grid and the variant paths of encode and add_ */
+#include "variants_binding.inc"
+
 /* ------------------------------------------------------------------ */
 
 PyDoc_STRVAR(encode_doc,
-"encode($module, /, L, d, n=10000.0, *, offset=0, dtype=None, out=None)\n"
+"encode($module, /, L, d, n=10000.0, *, offset=0, dtype=None, out=None, layout='interleaved',\n"
+"       schedule='paper', freq=None)\n"
 "--\n"
 "\n"
 "Sinusoidal positional encoding table of \"Attention Is All You Need\".\n"
@@ -297,6 +301,20 @@ PyDoc_STRVAR(encode_doc,
 "out : numpy.ndarray, optional\n"
 "    A writeable ``(L, d)`` array of a supported dtype, with any strides,\n"
 "    to fill instead of allocating.\n"
+"layout : {'interleaved', 'concatenated'}, optional\n"
+"    ``'interleaved'`` (the paper): sin at column 2k, cos at 2k+1.\n"
+"    ``'concatenated'``: all sines, then all cosines (fairseq, t2t, Whisper,\n"
+"    Marian, MAE, GPT-J's stored table).\n"
+"schedule : {'paper', 'fairseq'}, optional\n"
+"    ``'paper'``: ``w_k = n**(-2k/d)``, ``ceil(d/2)`` pairs (odd ``d`` ends\n"
+"    with a sine).  ``'fairseq'`` (fairseq, tensor2tensor, Whisper):\n"
+"    ``w_k = n**(-k/max(d//2 - 1, 1))``, ``d//2`` pairs (odd ``d``: a zero\n"
+"    last column).\n"
+"freq : array_like, optional\n"
+"    Explicit frequencies instead of ``n`` and ``schedule``: ``d // 2``\n"
+"    (odd ``d``: zero last column) or ``ceil(d/2)`` finite values >= 0.\n"
+"    Any rows computed alone (``offset``) equal the same rows of the full\n"
+"    table bit for bit, for every layout, schedule and thread count.\n"
 "\n"
 "Returns\n"
 "-------\n"
@@ -324,11 +342,14 @@ PyDoc_STRVAR(encode_doc,
 
 static PyObject *encode(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"L", "d", "n", "offset", "dtype", "out", NULL};
+    static char *keywords[] = {"L", "d", "n", "offset", "dtype", "out",
+                               "layout", "schedule", "freq", NULL};
     PyObject *rows_obj, *cols_obj, *base_obj = NULL, *offset_obj = NULL, *dtype_obj = Py_None,
-                                   *out_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O$OOO:encode", keywords, &rows_obj,
-                                     &cols_obj, &base_obj, &offset_obj, &dtype_obj, &out_obj)) {
+                                   *out_obj = Py_None, *layout_obj = NULL, *schedule_obj = NULL,
+                                   *freq_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O$OOOOOO:encode", keywords, &rows_obj,
+                                     &cols_obj, &base_obj, &offset_obj, &dtype_obj, &out_obj,
+                                     &layout_obj, &schedule_obj, &freq_obj)) {
         return NULL;
     }
     Py_ssize_t rows, cols;
@@ -347,6 +368,15 @@ static PyObject *encode(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
     }
     if (check_base(n) < 0 || check_positions(offset, rows, "L") < 0) {
         return NULL;
+    }
+    variant_args va = {SINPE_INTERLEAVED, SINPE_PAPER, NULL, n};
+    if (variant_args_parse(&va, base_obj, layout_obj, schedule_obj, freq_obj, cols, 0) < 0) {
+        return NULL;
+    }
+    if (va.layout != SINPE_INTERLEAVED || va.schedule != SINPE_PAPER || va.freq != NULL) {
+        PyObject *table = encode_variant(rows, cols, offset, &va, dtype_obj, out_obj);
+        Py_XDECREF(va.freq);
+        return table;
     }
 
     PyArray_Descr *descr = NULL; /* owned */
@@ -433,7 +463,8 @@ fail:
 }
 
 PyDoc_STRVAR(add_doc,
-"add_($module, /, embeddings, n=10000.0, *, offset=0, axis=-2, scale=1.0)\n"
+"add_($module, /, embeddings, n=10000.0, *, offset=0, axis=-2, scale=1.0,\n"
+"     layout='interleaved', schedule='paper', freq=None, positions=None, padding=None)\n"
 "--\n"
 "\n"
 "Add the positional encoding to ``embeddings`` in place.\n"
@@ -458,6 +489,19 @@ PyDoc_STRVAR(add_doc,
 "    The position axis; any axis but the last.  Default -2.\n"
 "scale : float, optional\n"
 "    Finite factor applied to ``embeddings`` first, e.g. ``sqrt(d)``.\n"
+"layout : {'interleaved', 'concatenated'}, optional\n"
+"    Column layout, as for ``encode``.\n"
+"schedule : {'paper', 'fairseq'}, optional\n"
+"    Frequency schedule, as for ``encode``.\n"
+"freq : array_like, optional\n"
+"    Explicit frequencies, as for ``encode``.\n"
+"positions : array_like of int or float, optional\n"
+"    One position per token, shape ``embeddings.shape[:-1]`` (packed\n"
+"    sequences, left padding, negative positions); replaces ``offset`` and\n"
+"    ``axis``.\n"
+"padding : array_like of bool, optional\n"
+"    Shape ``embeddings.shape[:-1]``; True tokens get ``scale * x`` only\n"
+"    (their table row is zero, as in fairseq).\n"
 "\n"
 "Returns\n"
 "-------\n"
@@ -482,10 +526,14 @@ PyDoc_STRVAR(add_doc,
 
 static PyObject *add_(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"embeddings", "n", "offset", "axis", "scale", NULL};
-    PyObject *x_obj, *base_obj = NULL, *offset_obj = NULL, *axis_obj = NULL, *scale_obj = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOO:add_", keywords, &x_obj, &base_obj,
-                                     &offset_obj, &axis_obj, &scale_obj)) {
+    static char *keywords[] = {"embeddings", "n", "offset", "axis", "scale", "layout",
+                               "schedule", "freq", "positions", "padding", NULL};
+    PyObject *x_obj, *base_obj = NULL, *offset_obj = NULL, *axis_obj = NULL, *scale_obj = NULL,
+                     *layout_obj = NULL, *schedule_obj = NULL, *freq_obj = NULL,
+                     *positions_obj = Py_None, *padding_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOOOOO:add_", keywords, &x_obj,
+                                     &base_obj, &offset_obj, &axis_obj, &scale_obj, &layout_obj,
+                                     &schedule_obj, &freq_obj, &positions_obj, &padding_obj)) {
         return NULL;
     }
     long long offset = 0, axis = -2;
@@ -512,19 +560,45 @@ static PyObject *add_(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwa
                             "ndim=%d",
                             view.ndim);
     }
+    if (positions_obj != Py_None && offset_obj != NULL) {
+        return PyErr_Format(PyExc_ValueError,
+                            "offset and positions are exclusive (add the offset to the "
+                            "positions), got offset=%R",
+                            offset_obj);
+    }
+    variant_args va = {SINPE_INTERLEAVED, SINPE_PAPER, NULL, n};
+    if (variant_args_parse(&va, base_obj, layout_obj, schedule_obj, freq_obj,
+                           view.shape[view.ndim - 1], 0) < 0) {
+        return NULL;
+    }
+    if (positions_obj != Py_None) { /* per-token positions: no axis */
+        PyObject *done = add_variant(x_obj, &view, -1, 0, scale, &va, positions_obj, padding_obj);
+        Py_XDECREF(va.freq);
+        return done;
+    }
     if (axis < -view.ndim || axis >= view.ndim) {
+        Py_XDECREF(va.freq);
         return PyErr_Format(PyExc_ValueError, "axis=%lld is out of range for embeddings with %d axes",
                             axis, view.ndim);
     }
     const int pos_axis = (int)(axis < 0 ? axis + view.ndim : axis);
     if (pos_axis == view.ndim - 1) {
+        Py_XDECREF(va.freq);
         return PyErr_Format(PyExc_ValueError,
                             "axis=%lld names the feature axis (the last); positions must run "
                             "along another axis",
                             axis);
     }
     if (check_positions(offset, view.shape[pos_axis], "embeddings.shape[axis]") < 0) {
+        Py_XDECREF(va.freq);
         return NULL;
+    }
+    if (va.layout != SINPE_INTERLEAVED || va.schedule != SINPE_PAPER || va.freq != NULL ||
+        padding_obj != Py_None) {
+        PyObject *done = add_variant(x_obj, &view, pos_axis, offset, scale, &va, NULL,
+                                     padding_obj);
+        Py_XDECREF(va.freq);
+        return done;
     }
 
     int status;
@@ -635,6 +709,11 @@ static int find_main_thread(void)
 static PyMethodDef core_methods[] = {
     {"encode", (PyCFunction)(void (*)(void))encode, METH_VARARGS | METH_KEYWORDS, encode_doc},
     {"add_", (PyCFunction)(void (*)(void))add_, METH_VARARGS | METH_KEYWORDS, add_doc},
+    {"encode_at", (PyCFunction)(void (*)(void))encode_at, METH_VARARGS | METH_KEYWORDS,
+     encode_at_doc},
+    {"rope", (PyCFunction)(void (*)(void))rope, METH_VARARGS | METH_KEYWORDS, rope_doc},
+    {"encode_grid", (PyCFunction)(void (*)(void))encode_grid, METH_VARARGS | METH_KEYWORDS,
+     encode_grid_doc},
     {"set_num_threads", set_num_threads, METH_O, set_num_threads_doc},
     {"get_num_threads", get_num_threads, METH_NOARGS, get_num_threads_doc},
     {NULL, NULL, 0, NULL},

@@ -10,7 +10,10 @@ from sinpe._core import (
     MIN_BASE,
     add_,
     encode,
+    encode_at,
+    encode_grid,
     get_num_threads,
+    rope,
     set_num_threads,
 )
 
@@ -18,6 +21,9 @@ __version__ = "0.1.0"
 __all__ = [
     "encode",
     "add_",
+    "encode_at",
+    "rope",
+    "encode_grid",
     "set_num_threads",
     "get_num_threads",
     "MAX_POSITION",

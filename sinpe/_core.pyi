@@ -1,9 +1,13 @@
 """Type stubs for the C extension sinpe._core (see csrc/module.c for the docstrings)."""
+# The overload-overlap ignores below are needed with NumPy 2's type stubs and
+# unused with NumPy 1's; CI type-checks under both.
+# mypy: disable-error-code="unused-ignore"
 
+from collections.abc import Sequence
 from typing import Any, Final, Literal, TypeAlias, TypeVar, overload
 
 import numpy as np
-from numpy.typing import DTypeLike, NDArray
+from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 MAX_POSITION: Final[int]
 MIN_BASE: Final[float]
@@ -11,6 +15,8 @@ MAX_BASE: Final[float]
 MAX_THREADS: Final[int]
 
 _ArrayT = TypeVar("_ArrayT", bound=np.ndarray[Any, Any])
+_Layout: TypeAlias = Literal["interleaved", "concatenated"]
+_Schedule: TypeAlias = Literal["paper", "fairseq"]
 
 _Float16Spelling: TypeAlias = (
     type[np.float16] | np.dtype[np.float16] | Literal["float16", "f2", "half", "e"]
@@ -34,6 +40,9 @@ def encode(
     offset: int = 0,
     dtype: DTypeLike | None = None,
     out: _ArrayT,
+    layout: _Layout = "interleaved",
+    schedule: _Schedule = "paper",
+    freq: ArrayLike | None = None,
 ) -> _ArrayT: ...
 @overload
 def encode(  # type: ignore[overload-overlap]
@@ -44,6 +53,9 @@ def encode(  # type: ignore[overload-overlap]
     offset: int = 0,
     dtype: _Float16Spelling,
     out: None = None,
+    layout: _Layout = "interleaved",
+    schedule: _Schedule = "paper",
+    freq: ArrayLike | None = None,
 ) -> NDArray[np.float16]: ...
 @overload
 def encode(  # type: ignore[overload-overlap]
@@ -54,6 +66,9 @@ def encode(  # type: ignore[overload-overlap]
     offset: int = 0,
     dtype: _Float32Spelling | None = None,
     out: None = None,
+    layout: _Layout = "interleaved",
+    schedule: _Schedule = "paper",
+    freq: ArrayLike | None = None,
 ) -> NDArray[np.float32]: ...
 @overload
 def encode(
@@ -64,6 +79,9 @@ def encode(
     offset: int = 0,
     dtype: _Float64Spelling,
     out: None = None,
+    layout: _Layout = "interleaved",
+    schedule: _Schedule = "paper",
+    freq: ArrayLike | None = None,
 ) -> NDArray[np.float64]: ...
 @overload
 def encode(
@@ -74,6 +92,9 @@ def encode(
     offset: int = 0,
     dtype: DTypeLike,
     out: None = None,
+    layout: _Layout = "interleaved",
+    schedule: _Schedule = "paper",
+    freq: ArrayLike | None = None,
 ) -> NDArray[np.floating[Any]]: ...
 def add_(
     embeddings: _ArrayT,
@@ -82,6 +103,47 @@ def add_(
     offset: int = 0,
     axis: int = -2,
     scale: float = 1.0,
+    layout: _Layout = "interleaved",
+    schedule: _Schedule = "paper",
+    freq: ArrayLike | None = None,
+    positions: ArrayLike | None = None,
+    padding: ArrayLike | None = None,
 ) -> _ArrayT: ...
+def encode_at(
+    positions: ArrayLike,
+    d: int,
+    n: float = 10000.0,
+    *,
+    dtype: DTypeLike | None = None,
+    out: np.ndarray[Any, Any] | None = None,
+    layout: _Layout = "interleaved",
+    schedule: _Schedule = "paper",
+    freq: ArrayLike | None = None,
+    padding: ArrayLike | None = None,
+) -> NDArray[np.floating[Any]]: ...
+def rope(
+    L: int | None,
+    d: int,
+    n: float = 10000.0,
+    *,
+    offset: int = 0,
+    positions: ArrayLike | None = None,
+    dtype: DTypeLike | None = None,
+    out: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None = None,
+    layout: _Layout = "concatenated",
+    freq: ArrayLike | None = None,
+) -> tuple[NDArray[np.floating[Any]], NDArray[np.floating[Any]]]: ...
+def encode_grid(
+    shape: Sequence[int],
+    d: int,
+    n: float = 10000.0,
+    *,
+    dtype: DTypeLike | None = None,
+    out: np.ndarray[Any, Any] | None = None,
+    layout: _Layout = "interleaved",
+    schedule: _Schedule = "paper",
+    split: Sequence[int] | None = None,
+    order: Sequence[int] | None = None,
+) -> NDArray[np.floating[Any]]: ...
 def set_num_threads(threads: int, /) -> None: ...
 def get_num_threads() -> int: ...

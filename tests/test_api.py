@@ -33,6 +33,9 @@ def test_encode_signature():
         ("offset", P.KEYWORD_ONLY, 0),
         ("dtype", P.KEYWORD_ONLY, None),
         ("out", P.KEYWORD_ONLY, None),
+        ("layout", P.KEYWORD_ONLY, "interleaved"),
+        ("schedule", P.KEYWORD_ONLY, "paper"),
+        ("freq", P.KEYWORD_ONLY, None),
     ]
 
 
@@ -43,6 +46,11 @@ def test_add_signature():
         ("offset", P.KEYWORD_ONLY, 0),
         ("axis", P.KEYWORD_ONLY, -2),
         ("scale", P.KEYWORD_ONLY, 1.0),
+        ("layout", P.KEYWORD_ONLY, "interleaved"),
+        ("schedule", P.KEYWORD_ONLY, "paper"),
+        ("freq", P.KEYWORD_ONLY, None),
+        ("positions", P.KEYWORD_ONLY, None),
+        ("padding", P.KEYWORD_ONLY, None),
     ]
 
 

@@ -148,8 +148,14 @@ def public_callables():
 
 
 EXPECTED_PARAMETERS = {
-    "sinpe.encode": ["L", "d", "n", "offset", "dtype", "out"],
-    "sinpe.add_": ["embeddings", "n", "offset", "axis", "scale"],
+    "sinpe.encode": ["L", "d", "n", "offset", "dtype", "out", "layout", "schedule", "freq"],
+    "sinpe.add_": ["embeddings", "n", "offset", "axis", "scale", "layout", "schedule", "freq",
+                   "positions", "padding"],
+    "sinpe.encode_at": ["positions", "d", "n", "dtype", "out", "layout", "schedule", "freq",
+                        "padding"],
+    "sinpe.rope": ["L", "d", "n", "offset", "positions", "dtype", "out", "layout", "freq"],
+    "sinpe.encode_grid": ["shape", "d", "n", "dtype", "out", "layout", "schedule", "split",
+                          "order"],
     "sinpe.set_num_threads": ["threads"],
     "sinpe.get_num_threads": [],
     "sinpe.torch.encode": ["L", "d", "n", "offset", "dtype", "device"],
