@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any, BinaryIO, Callable
 
 import numpy as np
+from numpy.typing import NDArray
 
 import sinpe
 
@@ -125,7 +126,7 @@ def _umask() -> int:
     return mask
 
 
-def _table(args: argparse.Namespace, dtype: Any = None) -> np.ndarray:
+def _table(args: argparse.Namespace, dtype: Any = None) -> NDArray[Any]:
     try:
         return sinpe.encode(args.L, args.D, args.n, offset=args.offset, dtype=dtype)
     except (ValueError, TypeError) as exc:

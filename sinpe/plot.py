@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 try:
     from matplotlib.figure import Figure
@@ -28,7 +29,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 __all__ = ["columns", "heatmap", "similarity"]
 
 
-def _table(pe: Any) -> np.ndarray:
+def _table(pe: Any) -> NDArray[np.float64]:
     """A float64 ``(L, d)`` view of ``pe``: ndarray, tensor (any device/dtype), or module buffer."""
     if hasattr(pe, "detach"):  # a torch tensor; bfloat16 has no NumPy twin, so widen first
         pe = pe.detach().cpu().double().numpy()
