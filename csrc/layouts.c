@@ -16,9 +16,12 @@
  * depend only on (p, freq[k]), never on the cut, so shards agree bit for bit.
  *
  * Kept separate from kernels.c on purpose: the default interleaved/paper
- * table keeps its tuned path there, untouched; this file trades some of that
- * speed for generality (a gather/scatter per element instead of a fused
- * store), still with no libm call per element.
+ * table keeps its tuned path there, untouched.  Here a tile's lanes are made
+ * once into scratch (sinpe_values) and then scattered: native contiguous
+ * float32/float64 rows through per-layout loops vectorised per SIMD width,
+ * everything else element by element.  Some speed is still left to
+ * kernels.c (it fuses the value expression into the store and streams the
+ * stores past the cache), and there is no libm call per element.
  */
 #include "layouts.h"
 #include "float16.h"
@@ -167,40 +170,109 @@ static inline double load_elem(const char *src, sinpe_dtype dtype, int swapped)
     }
 }
 
+/* Native-order contiguous float32/float64 rows: the case that should run
+ * at memory speed.  One loop per (dtype, column step, lane step), each with
+ * constant steps and restrict pointers (the lanes are private scratch, never
+ * the output) and compiled per SIMD width (simd.h), so GCC vectorises the
+ * copy, the de-interleave of the concatenated layout (lane 2k -> column k)
+ * and the pair duplication of an interleaved RoPE cache.  The bodies are the
+ * same conversions as the generic path below: a store is one rounding of
+ * the double lane; an add is x = scale * x + v in double, rounded once
+ * (scale == 1 skips the multiply, which gives the same bits).  So the
+ * choice of loop changes speed, never a bit. */
+#define DEFINE_FAST_PUT(name, T, COL_STEP, LANE_STEP)                                        \
+    SINPE_CLONES                                                                           \
+    static void name(T *restrict out, const double *restrict v, ptrdiff_t count, int adding, \
+                     double scale)                                                         \
+    {                                                                                      \
+        if (!adding) {                                                                     \
+            for (ptrdiff_t i = 0; i < count; ++i) {                                        \
+                out[i * (COL_STEP)] = (T)v[i * (LANE_STEP)];                               \
+            }                                                                              \
+        } else if (scale == 1.0) {                                                         \
+            for (ptrdiff_t i = 0; i < count; ++i) {                                        \
+                out[i * (COL_STEP)] = (T)((double)out[i * (COL_STEP)] + v[i * (LANE_STEP)]); \
+            }                                                                              \
+        } else {                                                                           \
+            for (ptrdiff_t i = 0; i < count; ++i) {                                        \
+                out[i * (COL_STEP)] =                                                      \
+                    (T)(scale * (double)out[i * (COL_STEP)] + v[i * (LANE_STEP)]);         \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+DEFINE_FAST_PUT(put_f32_1_1, float, 1, 1)
+DEFINE_FAST_PUT(put_f32_1_2, float, 1, 2)
+DEFINE_FAST_PUT(put_f32_2_2, float, 2, 2)
+DEFINE_FAST_PUT(put_f64_1_1, double, 1, 1)
+DEFINE_FAST_PUT(put_f64_1_2, double, 1, 2)
+DEFINE_FAST_PUT(put_f64_2_2, double, 2, 2)
+
+/* A RoPE interleaved cache: columns 2i and 2i + 1 both get v[2i] (stores
+ * only: RoPE caches are never added to). */
+#define DEFINE_FAST_PAIRS(name, T)                                                          \
+    SINPE_CLONES                                                                           \
+    static void name(T *restrict out, const double *restrict v, ptrdiff_t count)            \
+    {                                                                                      \
+        for (ptrdiff_t i = 0; i < count; ++i) {                                            \
+            const T value = (T)v[2 * i];                                                   \
+            out[2 * i] = value;                                                            \
+            out[2 * i + 1] = value;                                                        \
+        }                                                                                  \
+    }
+
+DEFINE_FAST_PAIRS(pairs_f32, float)
+DEFINE_FAST_PAIRS(pairs_f64, double)
+
+/* 4 for a native contiguous aligned float32 row from dst, 8 for float64,
+ * 0 for everything else (float16, swapped bytes, strides, misalignment). */
+static inline int fast_width(const target_t *tg, const char *dst)
+{
+    if (tg->swapped) {
+        return 0;
+    }
+    if (tg->dtype == SINPE_FLOAT32 && tg->col_stride == 4 && (uintptr_t)dst % 4 == 0) {
+        return 4;
+    }
+    if (tg->dtype == SINPE_FLOAT64 && tg->col_stride == 8 && (uintptr_t)dst % 8 == 0) {
+        return 8;
+    }
+    return 0;
+}
+
 /* Columns col0 + i * col_step of a row get v[i * lane_step], i < count,
- * stored or added (x = scale * x + v, in double, rounded once; scale == 1
- * skips the multiply, which gives the same bits).  Always inlined with
- * constant steps, so each call site compiles to its own plain loop. */
+ * stored or added.  A fast row with one of the steps the layouts use goes
+ * to its loop above; anything else element by element through memcpy,
+ * which is slower but exact and free of alignment UB.  Always inlined with
+ * constant steps, so the dispatch folds away at each call site. */
 static inline __attribute__((always_inline)) void
 put(const target_t *tg, int adding, double scale, char *row, ptrdiff_t col0, ptrdiff_t col_step,
     const double *v, ptrdiff_t lane_step, ptrdiff_t count)
 {
     char *dst = row + col0 * tg->col_stride;
-    if (!tg->swapped && tg->dtype == SINPE_FLOAT32 && tg->col_stride == 4 &&
-        (uintptr_t)dst % 4 == 0) {
-        float *out = (float *)(void *)dst;
-        if (!adding) {
-            for (ptrdiff_t i = 0; i < count; ++i) out[i * col_step] = (float)v[i * lane_step];
-        } else if (scale == 1.0) {
-            for (ptrdiff_t i = 0; i < count; ++i)
-                out[i * col_step] = (float)((double)out[i * col_step] + v[i * lane_step]);
-        } else {
-            for (ptrdiff_t i = 0; i < count; ++i)
-                out[i * col_step] = (float)(scale * (double)out[i * col_step] + v[i * lane_step]);
-        }
+    const int width = fast_width(tg, dst);
+    if (width == 4 && col_step == 1 && lane_step == 1) {
+        put_f32_1_1((float *)(void *)dst, v, count, adding, scale);
         return;
     }
-    if (!tg->swapped && tg->dtype == SINPE_FLOAT64 && tg->col_stride == 8 &&
-        (uintptr_t)dst % 8 == 0) {
-        double *out = (double *)(void *)dst;
-        if (!adding) {
-            for (ptrdiff_t i = 0; i < count; ++i) out[i * col_step] = v[i * lane_step];
-        } else if (scale == 1.0) {
-            for (ptrdiff_t i = 0; i < count; ++i) out[i * col_step] = out[i * col_step] + v[i * lane_step];
-        } else {
-            for (ptrdiff_t i = 0; i < count; ++i)
-                out[i * col_step] = scale * out[i * col_step] + v[i * lane_step];
-        }
+    if (width == 4 && col_step == 1 && lane_step == 2) {
+        put_f32_1_2((float *)(void *)dst, v, count, adding, scale);
+        return;
+    }
+    if (width == 4 && col_step == 2 && lane_step == 2) {
+        put_f32_2_2((float *)(void *)dst, v, count, adding, scale);
+        return;
+    }
+    if (width == 8 && col_step == 1 && lane_step == 1) {
+        put_f64_1_1((double *)(void *)dst, v, count, adding, scale);
+        return;
+    }
+    if (width == 8 && col_step == 1 && lane_step == 2) {
+        put_f64_1_2((double *)(void *)dst, v, count, adding, scale);
+        return;
+    }
+    if (width == 8 && col_step == 2 && lane_step == 2) {
+        put_f64_2_2((double *)(void *)dst, v, count, adding, scale);
         return;
     }
     const ptrdiff_t step = col_step * tg->col_stride;
@@ -252,8 +324,16 @@ static void write_row(const plan_t *plan, const target_t *tg, char *row, ptrdiff
     case KIND_COS_INTERLEAVED:
     case KIND_SIN_INTERLEAVED: {
         const double *v = vals + (tg->kind == KIND_COS_INTERLEAVED);
-        put(tg, adding, scale, row, 2 * k0, 2, v, 2, count);
-        put(tg, adding, scale, row, 2 * k0 + 1, 2, v, 2, count);
+        char *dst = row + 2 * k0 * tg->col_stride;
+        const int width = adding ? 0 : fast_width(tg, dst);
+        if (width == 4) {
+            pairs_f32((float *)(void *)dst, v, count);
+        } else if (width == 8) {
+            pairs_f64((double *)(void *)dst, v, count);
+        } else {
+            put(tg, adding, scale, row, 2 * k0, 2, v, 2, count);
+            put(tg, adding, scale, row, 2 * k0 + 1, 2, v, 2, count);
+        }
         break;
     }
     }
