@@ -23,6 +23,7 @@
  *            and is computed once per batch part, not per batch element.
  */
 #include "sinpe.h"
+#include "elements.h"
 #include "rows.h"
 #include "table.h"
 #include "threads.h"
@@ -108,11 +109,6 @@ static ptrdiff_t min_ptrdiff(ptrdiff_t a, ptrdiff_t b)
 static ptrdiff_t ceil_div(ptrdiff_t a, ptrdiff_t b)
 {
     return a / b + (a % b != 0);
-}
-
-static size_t itemsize_of(sinpe_dtype dtype)
-{
-    return dtype == SINPE_FLOAT16 ? 2 : dtype == SINPE_FLOAT32 ? 4 : 8;
 }
 
 static void batch_seek(const plan_t *plan, batch_cursor *cur, ptrdiff_t flat)
@@ -224,20 +220,6 @@ static void run_chunk(void *context, ptrdiff_t chunk, int worker)
     }
 }
 
-static int check_array(const sinpe_array *a)
-{
-    if (a == NULL || a->ndim < 1 || a->ndim > SINPE_MAX_DIMS || a->shape == NULL ||
-        a->strides == NULL || (unsigned)a->dtype > SINPE_FLOAT64) {
-        return SINPE_ERR_INVALID;
-    }
-    for (int i = 0; i < a->ndim; ++i) {
-        if (a->shape[i] < 0) {
-            return SINPE_ERR_INVALID;
-        }
-    }
-    return SINPE_OK;
-}
-
 static int check_table_args(double n, int64_t offset, ptrdiff_t rows)
 {
     if (!(n >= SINPE_MIN_BASE && n <= SINPE_MAX_BASE)) { /* also rejects nan */
@@ -264,7 +246,7 @@ static void plan_cut(plan_t *plan, int *threads, ptrdiff_t *cancel_period, int o
         (ptrdiff_t)((sinpe_block_start(plan->first + plan->rows - 1) - plan->block0) /
                     SINPE_BLOCK_ROWS) + 1;
 
-    const double itemsize = (double)itemsize_of(plan->fmt.dtype);
+    const double itemsize = (double)sinpe_itemsize(plan->fmt.dtype);
     const double total = (double)plan->rows * (double)plan->d * (double)plan->batch * itemsize;
     *threads = total < PARALLEL_MIN_BYTES || overlapping ? 1 : sinpe_threads_get();
     plan->fmt.streaming = !plan->adding && total >= STREAM_MIN_BYTES &&
@@ -323,7 +305,7 @@ static int run_table(const sinpe_array *x, int pos_axis, double n, int64_t offse
                      int mode, sinpe_cancel_fn cancel, void *cancel_context)
 {
     const int adding = mode == MODE_ADD;
-    int status = check_array(x);
+    int status = sinpe_check_view(x);
     if (status != SINPE_OK) {
         return status;
     }

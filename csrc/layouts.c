@@ -24,7 +24,7 @@
  * stores past the cache), and there is no libm call per element.
  */
 #include "layouts.h"
-#include "float16.h"
+#include "elements.h"
 #include "simd.h"
 #include "sincos.h"
 #include "table.h"
@@ -104,72 +104,7 @@ static ptrdiff_t min_ptrdiff(ptrdiff_t a, ptrdiff_t b)
     return a < b ? a : b;
 }
 
-static size_t itemsize_of(sinpe_dtype dtype)
-{
-    return dtype == SINPE_FLOAT16 ? 2 : dtype == SINPE_FLOAT32 ? 4 : 8;
-}
-
 /* ------------------------------------------------------------------ */
-/* Elements.  The same conversions as rows.c (which keeps them private):
- * float16 rounds straight from the double, so every dtype is the one
- * rounding of the double value. */
-
-static inline void store_elem(char *dst, sinpe_dtype dtype, int swapped, double value)
-{
-    switch (dtype) {
-    case SINPE_FLOAT16: {
-        uint16_t bits = sinpe_double_to_half(value);
-        if (swapped) bits = (uint16_t)((bits << 8) | (bits >> 8));
-        memcpy(dst, &bits, 2);
-        break;
-    }
-    case SINPE_FLOAT32: {
-        const float narrow = (float)value;
-        uint32_t bits;
-        memcpy(&bits, &narrow, 4);
-        if (swapped) bits = __builtin_bswap32(bits);
-        memcpy(dst, &bits, 4);
-        break;
-    }
-    case SINPE_FLOAT64: {
-        uint64_t bits;
-        memcpy(&bits, &value, 8);
-        if (swapped) bits = __builtin_bswap64(bits);
-        memcpy(dst, &bits, 8);
-        break;
-    }
-    }
-}
-
-static inline double load_elem(const char *src, sinpe_dtype dtype, int swapped)
-{
-    switch (dtype) {
-    case SINPE_FLOAT16: {
-        uint16_t bits;
-        memcpy(&bits, src, 2);
-        if (swapped) bits = (uint16_t)((bits << 8) | (bits >> 8));
-        return sinpe_half_to_double(bits);
-    }
-    case SINPE_FLOAT32: {
-        uint32_t bits;
-        memcpy(&bits, src, 4);
-        if (swapped) bits = __builtin_bswap32(bits);
-        float narrow;
-        memcpy(&narrow, &bits, 4);
-        return narrow;
-    }
-    case SINPE_FLOAT64:
-    default: {
-        uint64_t bits;
-        memcpy(&bits, src, 8);
-        if (swapped) bits = __builtin_bswap64(bits);
-        double wide;
-        memcpy(&wide, &bits, 8);
-        return wide;
-    }
-    }
-}
-
 /* Native-order contiguous float32/float64 rows: the case that should run
  * at memory speed.  One loop per (dtype, column step, lane step), each with
  * constant steps and restrict pointers (the lanes are private scratch, never
@@ -278,9 +213,9 @@ put(const target_t *tg, int adding, double scale, char *row, ptrdiff_t col0, ptr
     const ptrdiff_t step = col_step * tg->col_stride;
     for (ptrdiff_t i = 0; i < count; ++i) {
         char *elem = dst + i * step;
-        const double value = adding ? scale * load_elem(elem, tg->dtype, tg->swapped) + v[i * lane_step]
+        const double value = adding ? scale * sinpe_load_elem(elem, tg->dtype, tg->swapped) + v[i * lane_step]
                                     : v[i * lane_step];
-        store_elem(elem, tg->dtype, tg->swapped, value);
+        sinpe_store_elem(elem, tg->dtype, tg->swapped, value);
     }
 }
 
@@ -502,20 +437,6 @@ int sinpe_check_freq(const double *freq, ptrdiff_t nfreq, double max_abs_positio
     return SINPE_OK;
 }
 
-static int check_view(const sinpe_array *a)
-{
-    if (a == NULL || a->ndim < 1 || a->ndim > SINPE_MAX_DIMS || a->shape == NULL ||
-        a->strides == NULL || (unsigned)a->dtype > SINPE_FLOAT64) {
-        return SINPE_ERR_INVALID;
-    }
-    for (int i = 0; i < a->ndim; ++i) {
-        if (a->shape[i] < 0) {
-            return SINPE_ERR_INVALID;
-        }
-    }
-    return SINPE_OK;
-}
-
 /* The largest |position| the call reaches, or -1 when one is out of the
  * supported range (or not finite). */
 static double max_abs_position(const sinpe_positions *pos, ptrdiff_t count)
@@ -592,7 +513,7 @@ static int plan_make(plan_t **out_plan, const sinpe_array *const *outs, const in
 {
     *out_plan = NULL;
     for (int t = 0; t < ntargets; ++t) {
-        if (check_view(outs[t]) != SINPE_OK || outs[t]->ndim != outs[0]->ndim) {
+        if (sinpe_check_view(outs[t]) != SINPE_OK || outs[t]->ndim != outs[0]->ndim) {
             return SINPE_ERR_INVALID;
         }
         for (int i = 0; i < outs[0]->ndim; ++i) {
@@ -669,7 +590,7 @@ static int plan_make(plan_t **out_plan, const sinpe_array *const *outs, const in
     for (int t = 0; t < ntargets; ++t) {
         plan->target[t] = (target_t){outs[t]->data, outs[t]->dtype, outs[t]->byteswapped != 0,
                                      outs[t]->strides[nrow_axes], kinds[t]};
-        row_bytes += (double)d * (double)itemsize_of(outs[t]->dtype);
+        row_bytes += (double)d * (double)sinpe_itemsize(outs[t]->dtype);
     }
     plan->adding = adding;
     plan->scale = scale;
@@ -787,7 +708,7 @@ int sinpe_variant_grid(const sinpe_array *out, const ptrdiff_t *split, const int
                        const sinpe_freqs *freqs, sinpe_layout layout, sinpe_cancel_fn cancel,
                        void *cancel_context)
 {
-    if (check_view(out) != SINPE_OK || out->ndim < 2 || split == NULL || order == NULL ||
+    if (sinpe_check_view(out) != SINPE_OK || out->ndim < 2 || split == NULL || order == NULL ||
         freqs == NULL || freqs->freq != NULL ||
         (layout != SINPE_INTERLEAVED && layout != SINPE_CONCATENATED)) {
         return SINPE_ERR_INVALID;

@@ -6,7 +6,7 @@
  * memcpy, which is slower but exact and free of alignment UB.
  */
 #include "rows.h"
-#include "float16.h"
+#include "elements.h"
 #include "simd.h"
 
 #include <stdint.h>
@@ -16,62 +16,6 @@
 #include <immintrin.h>
 #include <stdatomic.h>
 #endif
-
-static inline void store_elem(char *dst, sinpe_dtype dtype, int swapped, double value)
-{
-    switch (dtype) {
-    case SINPE_FLOAT16: {
-        uint16_t bits = sinpe_double_to_half(value);
-        if (swapped) bits = (uint16_t)((bits << 8) | (bits >> 8));
-        memcpy(dst, &bits, 2);
-        break;
-    }
-    case SINPE_FLOAT32: {
-        const float narrow = (float)value;
-        uint32_t bits;
-        memcpy(&bits, &narrow, 4);
-        if (swapped) bits = __builtin_bswap32(bits);
-        memcpy(dst, &bits, 4);
-        break;
-    }
-    case SINPE_FLOAT64: {
-        uint64_t bits;
-        memcpy(&bits, &value, 8);
-        if (swapped) bits = __builtin_bswap64(bits);
-        memcpy(dst, &bits, 8);
-        break;
-    }
-    }
-}
-
-static inline double load_elem(const char *src, sinpe_dtype dtype, int swapped)
-{
-    switch (dtype) {
-    case SINPE_FLOAT16: {
-        uint16_t bits;
-        memcpy(&bits, src, 2);
-        if (swapped) bits = (uint16_t)((bits << 8) | (bits >> 8));
-        return sinpe_half_to_double(bits);
-    }
-    case SINPE_FLOAT32: {
-        uint32_t bits;
-        memcpy(&bits, src, 4);
-        if (swapped) bits = __builtin_bswap32(bits);
-        float narrow;
-        memcpy(&narrow, &bits, 4);
-        return narrow;
-    }
-    case SINPE_FLOAT64:
-    default: {
-        uint64_t bits;
-        memcpy(&bits, src, 8);
-        if (swapped) bits = __builtin_bswap64(bits);
-        double wide;
-        memcpy(&wide, &bits, 8);
-        return wide;
-    }
-    }
-}
 
 /* The fast case: native, aligned, contiguous float32 or float64 rows. */
 static int is_plain(const sinpe_row_format *fmt, const char *dst, ptrdiff_t row_stride,
@@ -235,7 +179,7 @@ void sinpe_store_rows(const sinpe_row_format *fmt, char *dst, ptrdiff_t row_stri
         char *row = dst + (r - r0) * row_stride;
         sinpe_values(steps, r, lanes, a, b, tmp);
         for (ptrdiff_t j = 0; j < lanes; ++j) {
-            store_elem(row + j * fmt->col_stride, fmt->dtype, fmt->swapped, tmp[j]);
+            sinpe_store_elem(row + j * fmt->col_stride, fmt->dtype, fmt->swapped, tmp[j]);
         }
     }
 }
@@ -298,8 +242,8 @@ void sinpe_add_rows(const sinpe_row_format *fmt, char *dst, ptrdiff_t dst_stride
         for (ptrdiff_t j = 0; j < lanes; ++j) {
             char *elem = dst + i * dst_stride + j * fmt->col_stride;
             const double value =
-                scale * load_elem(elem, fmt->dtype, fmt->swapped) + pe[i * pe_stride + j];
-            store_elem(elem, fmt->dtype, fmt->swapped, value);
+                scale * sinpe_load_elem(elem, fmt->dtype, fmt->swapped) + pe[i * pe_stride + j];
+            sinpe_store_elem(elem, fmt->dtype, fmt->swapped, value);
         }
     }
 }

@@ -1,0 +1,94 @@
+/*
+ * Internal: single elements and views of caller memory, shared by every
+ * writer (rows.c, layouts.c) and entry point (kernels.c, layouts.c).
+ * Elements go through memcpy, so any alignment and byte order is defined
+ * behaviour; float16 rounds straight from the double (float16.h), so every
+ * dtype holds the one rounding of the double value.
+ */
+#ifndef SINPE_ELEMENTS_H
+#define SINPE_ELEMENTS_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "float16.h"
+#include "sinpe.h"
+
+static inline size_t sinpe_itemsize(sinpe_dtype dtype)
+{
+    return dtype == SINPE_FLOAT16 ? 2 : dtype == SINPE_FLOAT32 ? 4 : 8;
+}
+
+static inline void sinpe_store_elem(char *dst, sinpe_dtype dtype, int swapped, double value)
+{
+    switch (dtype) {
+    case SINPE_FLOAT16: {
+        uint16_t bits = sinpe_double_to_half(value);
+        if (swapped) bits = (uint16_t)((bits << 8) | (bits >> 8));
+        memcpy(dst, &bits, 2);
+        break;
+    }
+    case SINPE_FLOAT32: {
+        const float narrow = (float)value;
+        uint32_t bits;
+        memcpy(&bits, &narrow, 4);
+        if (swapped) bits = __builtin_bswap32(bits);
+        memcpy(dst, &bits, 4);
+        break;
+    }
+    case SINPE_FLOAT64: {
+        uint64_t bits;
+        memcpy(&bits, &value, 8);
+        if (swapped) bits = __builtin_bswap64(bits);
+        memcpy(dst, &bits, 8);
+        break;
+    }
+    }
+}
+
+static inline double sinpe_load_elem(const char *src, sinpe_dtype dtype, int swapped)
+{
+    switch (dtype) {
+    case SINPE_FLOAT16: {
+        uint16_t bits;
+        memcpy(&bits, src, 2);
+        if (swapped) bits = (uint16_t)((bits << 8) | (bits >> 8));
+        return sinpe_half_to_double(bits);
+    }
+    case SINPE_FLOAT32: {
+        uint32_t bits;
+        memcpy(&bits, src, 4);
+        if (swapped) bits = __builtin_bswap32(bits);
+        float narrow;
+        memcpy(&narrow, &bits, 4);
+        return narrow;
+    }
+    case SINPE_FLOAT64:
+    default: {
+        uint64_t bits;
+        memcpy(&bits, src, 8);
+        if (swapped) bits = __builtin_bswap64(bits);
+        double wide;
+        memcpy(&wide, &bits, 8);
+        return wide;
+    }
+    }
+}
+
+/* The shape of a view the kernels can walk: 1 .. SINPE_MAX_DIMS axes, no
+ * negative length, a known dtype.  SINPE_OK or SINPE_ERR_INVALID. */
+static inline int sinpe_check_view(const sinpe_array *a)
+{
+    if (a == NULL || a->ndim < 1 || a->ndim > SINPE_MAX_DIMS || a->shape == NULL ||
+        a->strides == NULL || (unsigned)a->dtype > SINPE_FLOAT64) {
+        return SINPE_ERR_INVALID;
+    }
+    for (int i = 0; i < a->ndim; ++i) {
+        if (a->shape[i] < 0) {
+            return SINPE_ERR_INVALID;
+        }
+    }
+    return SINPE_OK;
+}
+
+#endif /* SINPE_ELEMENTS_H */
