@@ -36,23 +36,8 @@ import sinpe
 def seed_classes(torch):
     nn = torch.nn
 
-    class AnnotatedPositionalEncoding(nn.Module):
-        """Seed 002 (Hunter Phillips, from The Annotated Transformer): batch-first."""
-
-        def __init__(self, d_model, dropout=0.1, max_length=5000):
-            super().__init__()
-            self.dropout = nn.Dropout(p=dropout)
-            pe = torch.zeros(max_length, d_model)
-            k = torch.arange(0, max_length).unsqueeze(1)
-            div_term = torch.exp(torch.arange(0, d_model, 2) * -(math.log(10000.0) / d_model))
-            pe[:, 0::2] = torch.sin(k * div_term)
-            pe[:, 1::2] = torch.cos(k * div_term)
-            pe = pe.unsqueeze(0)
-            self.register_buffer("pe", pe)
-
-        def forward(self, x):
-            x = x + self.pe[:, : x.size(1)].requires_grad_(False)
-            return self.dropout(x)
+    # Seed 002 (Hunter Phillips, from The Annotated Transformer): batch-first.
+    from reference.seeds import Seed002PositionalEncoding as AnnotatedPositionalEncoding
 
     class WordLanguageModelPositionalEncoding(nn.Module):
         """Seed 001 (pytorch/examples word_language_model/model.py): seq-first."""
