@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import math
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -138,3 +140,17 @@ def sample_offsets(rng: np.random.Generator, L: int, count: int) -> list[int]:
     ]
     lo, hi = -MAX_POSITION, MAX_POSITION - L + 1
     return fixed + [int(o) for o in rng.integers(lo, hi + 1, size=count)]
+
+
+def run_python(argv, cwd) -> subprocess.CompletedProcess[str]:
+    """Run this interpreter with argv in cwd (a tmp dir, so the installed sinpe is
+    imported, not the source tree's uncompiled one), headless (Agg)."""
+    return subprocess.run(
+        [sys.executable, *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )

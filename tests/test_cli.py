@@ -15,6 +15,7 @@ import types
 
 import numpy as np
 import pytest
+from conftest import run_python
 
 import sinpe
 import sinpe.__main__
@@ -25,16 +26,8 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def run(*args: str, cwd, code: str | None = None) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-c", code] if code else [sys.executable, "-m", "sinpe"]
-    return subprocess.run(
-        [*command, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "MPLBACKEND": "Agg"},
-    )
+    command = ["-c", code] if code else ["-m", "sinpe"]
+    return run_python([*command, *args], cwd)
 
 
 def leftovers(directory) -> list[str]:

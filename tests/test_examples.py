@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import matplotlib.image
 import numpy as np
+from conftest import run_python
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def run_script(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    # cwd is a tmp dir so the installed sinpe is imported; Agg: no display needed.
-    return subprocess.run(
-        [sys.executable, str(EXAMPLES / name), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "MPLBACKEND": "Agg"},
-    )
+    return run_python([str(EXAMPLES / name), *args], cwd)
 
 
 def test_seed_figures_writes_every_seed_figure_as_a_non_trivial_png(tmp_path):
