@@ -60,23 +60,26 @@ int sinpe_check_freq(const double *freq, ptrdiff_t nfreq, double max_abs_positio
 
 /* The table of out.shape[-1] = d columns in `layout` with `freqs`, stored
  * into out (adding = 0) or added as out = scale * out + PE (adding = 1).
- * Returns a SINPE_* status; NOMEM/INVALID: nothing written. */
+ * flags: SINPE_FRESH_OUTPUT when every output was just allocated (it only
+ * steers the choice of stores, as in sinpe_encode_ex).  Returns a SINPE_*
+ * status; NOMEM/INVALID: nothing written. */
 int sinpe_variant_table(const sinpe_array *out, const sinpe_freqs *freqs, sinpe_layout layout,
-                        const sinpe_positions *pos, int adding, double scale,
+                        const sinpe_positions *pos, int adding, double scale, unsigned flags,
                         sinpe_cancel_fn cancel, void *cancel_context);
 
 /* RoPE caches: cos_out and sin_out (same shape, even d) get cos/sin of
  * p * w_k at column j, k = j mod d/2 (concatenated) or j / 2 (interleaved). */
 int sinpe_variant_rope(const sinpe_array *cos_out, const sinpe_array *sin_out,
                        const sinpe_freqs *freqs, sinpe_layout layout,
-                       const sinpe_positions *pos, sinpe_cancel_fn cancel, void *cancel_context);
+                       const sinpe_positions *pos, unsigned flags, sinpe_cancel_fn cancel,
+                       void *cancel_context);
 
 /* A grid table: out has shape (S_0, .., S_{r-1}, d); the chunks for the axes
  * order[0], order[1], .. are concatenated along the features, axis a's chunk
  * being the width-split[a] table of the index along axis a (sum(split) = d,
  * each split >= 1; freqs.freq must be NULL). */
 int sinpe_variant_grid(const sinpe_array *out, const ptrdiff_t *split, const int *order,
-                       const sinpe_freqs *freqs, sinpe_layout layout, sinpe_cancel_fn cancel,
-                       void *cancel_context);
+                       const sinpe_freqs *freqs, sinpe_layout layout, unsigned flags,
+                       sinpe_cancel_fn cancel, void *cancel_context);
 
 #endif /* SINPE_LAYOUTS_H */

@@ -34,8 +34,9 @@ static sinpe_table *table_alloc(ptrdiff_t nfreq)
     if (nfreq < 1 || (size_t)nfreq > (SIZE_MAX - sizeof(sinpe_table)) / sizeof(double)) {
         return NULL;
     }
-    /* not wide: nfreq <= 2048, so this product is small */
-    const size_t doubles = (size_t)nfreq * (is_wide(nfreq) ? 1 : 1 + 4 * SINPE_BLOCK_ROWS);
+    /* not wide: nfreq <= 2048, so this product is small; full step rows
+     * (2 lanes per frequency, cos and sin) then half ones (1 per frequency) */
+    const size_t doubles = (size_t)nfreq * (is_wide(nfreq) ? 1 : 1 + 6 * SINPE_BLOCK_ROWS);
     const size_t bytes = sizeof(sinpe_table) + doubles * sizeof(double);
     sinpe_table *table = malloc(bytes);
     if (table == NULL) {
@@ -46,6 +47,8 @@ static sinpe_table *table_alloc(ptrdiff_t nfreq)
     table->freq = freq;
     table->step_c = is_wide(nfreq) ? NULL : freq + nfreq;
     table->step_s = is_wide(nfreq) ? NULL : table->step_c + (size_t)SINPE_BLOCK_ROWS * 2 * nfreq;
+    table->half_c = is_wide(nfreq) ? NULL : table->step_s + (size_t)SINPE_BLOCK_ROWS * 2 * nfreq;
+    table->half_s = is_wide(nfreq) ? NULL : table->half_c + (size_t)SINPE_BLOCK_ROWS * nfreq;
     table->bytes = bytes;
     table->refs = 1;
     table->cached = 0;
@@ -70,15 +73,29 @@ static void fill_step_row(const double *freq, ptrdiff_t count, int r, double *c,
     }
 }
 
+/* The same, once per frequency. */
+SINPE_CLONES
+static void fill_half_step_row(const double *freq, ptrdiff_t count, int r, double *c, double *s)
+{
+    for (ptrdiff_t k = 0; k < count; ++k) {
+        sinpe_sincos((double)r * freq[k], &s[k], &c[k]);
+    }
+}
+
 static void fill_all_steps(sinpe_table *table)
 {
     if (table->step_c == NULL) {
         return;
     }
-    const ptrdiff_t stride = 2 * table->nfreq;
+    const ptrdiff_t nfreq = table->nfreq;
     for (int r = 0; r < SINPE_BLOCK_ROWS; ++r) {
-        fill_step_row(table->freq, table->nfreq, r, (double *)table->step_c + r * stride,
-                      (double *)table->step_s + r * stride);
+        fill_step_row(table->freq, nfreq, r, (double *)table->step_c + r * 2 * nfreq,
+                      (double *)table->step_s + r * 2 * nfreq);
+        /* a copy of the full row's even lanes, so the two agree bit for bit */
+        for (ptrdiff_t k = 0; k < nfreq; ++k) {
+            ((double *)table->half_c)[r * nfreq + k] = table->step_c[r * 2 * nfreq + 2 * k];
+            ((double *)table->half_s)[r * nfreq + k] = table->step_s[r * 2 * nfreq + 2 * k];
+        }
     }
 }
 
@@ -110,6 +127,30 @@ sinpe_steps sinpe_steps_for(const sinpe_table *table, ptrdiff_t k0, ptrdiff_t k1
     for (int r = 0; r < SINPE_BLOCK_ROWS; ++r) {
         if (residues & (1u << r)) {
             fill_step_row(table->freq + k0, k1 - k0, r, c + r * stride, s + r * stride);
+        }
+    }
+    steps.c = c;
+    steps.s = s;
+    steps.stride = stride;
+    return steps;
+}
+
+sinpe_steps sinpe_half_steps_for(const sinpe_table *table, ptrdiff_t k0, ptrdiff_t k1,
+                                 uint32_t residues, double *buffer)
+{
+    sinpe_steps steps;
+    if (table->half_c != NULL) {
+        steps.c = table->half_c + k0;
+        steps.s = table->half_s + k0;
+        steps.stride = table->nfreq;
+        return steps;
+    }
+    const ptrdiff_t stride = k1 - k0;
+    double *c = buffer;
+    double *s = buffer + SINPE_BLOCK_ROWS * stride;
+    for (int r = 0; r < SINPE_BLOCK_ROWS; ++r) {
+        if (residues & (1u << r)) {
+            fill_half_step_row(table->freq + k0, k1 - k0, r, c + r * stride, s + r * stride);
         }
     }
     steps.c = c;
@@ -308,6 +349,23 @@ static void anchor_lanes(const sinpe_table *table, int64_t p0, ptrdiff_t k0, ptr
         a[2 * k + 1] = cos_tmp[k];
         b[2 * k + 1] = -sin_tmp[k];
     }
+}
+
+SINPE_CLONES
+static void anchor_sincos(const sinpe_table *table, int64_t p0, ptrdiff_t k0, ptrdiff_t k1,
+                          double *sin_out, double *cos_out)
+{
+    const double *freq = table->freq + k0;
+    const double position = (double)p0;
+    for (ptrdiff_t k = 0; k < k1 - k0; ++k) {
+        sinpe_sincos(position * freq[k], &sin_out[k], &cos_out[k]);
+    }
+}
+
+void sinpe_anchor_sincos(const sinpe_table *table, int64_t p0, ptrdiff_t k0, ptrdiff_t k1,
+                         double *sin_out, double *cos_out)
+{
+    anchor_sincos(table, p0, k0, k1, sin_out, cos_out);
 }
 
 void sinpe_anchor(const sinpe_table *table, int64_t p0, ptrdiff_t k0, ptrdiff_t k1, double *a,

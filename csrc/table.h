@@ -61,6 +61,10 @@ struct sinpe_table {
      * NULL for a wide table */
     const double *step_c;
     const double *step_s;
+    /* [SINPE_BLOCK_ROWS][nfreq]: the same steps once per frequency, for
+     * writers that keep sines and cosines apart (layouts.c); NULL if wide */
+    const double *half_c;
+    const double *half_s;
     /* bookkeeping, private to table.c */
     size_t bytes;
     int refs, cached;
@@ -109,6 +113,21 @@ uint32_t sinpe_residues(int64_t first, int64_t count);
  * buffer (2 * SINPE_BLOCK_ROWS * 2 * (k1 - k0) doubles). */
 sinpe_steps sinpe_steps_for(const sinpe_table *table, ptrdiff_t k0, ptrdiff_t k1,
                             uint32_t residues, double *buffer);
+
+/* Step rows of frequencies [k0, k1), one entry per frequency: row r of
+ * frequency k0 + j is c[r * stride + j] = cos(r w), s[...] = sin(r w).  A
+ * view into the table, or, for a wide table, built into buffer
+ * (2 * SINPE_BLOCK_ROWS * (k1 - k0) doubles). */
+sinpe_steps sinpe_half_steps_for(const sinpe_table *table, ptrdiff_t k0, ptrdiff_t k1,
+                                 uint32_t residues, double *buffer);
+
+/* sin_out[j] = sin(p0 w), cos_out[j] = cos(p0 w) for w = freq[k0 + j],
+ * j < k1 - k0: the anchors of the block at p0 before sinpe_anchor spreads
+ * them over lanes (same bits).  With them, sin(p w) and cos(p w) of
+ * p = p0 + r are sinpe_value(sin, cos, C, S) and sinpe_value(cos, -sin, C,
+ * S) with C, S the half steps of r. */
+void sinpe_anchor_sincos(const sinpe_table *table, int64_t p0, ptrdiff_t k0, ptrdiff_t k1,
+                         double *sin_out, double *cos_out);
 
 /* Anchor factors A, B of canonical lanes [2 * k0, 2 * k1) for the block that
  * starts at p0.  a[0], b[0] belong to lane 2 * k0.  sin_tmp and cos_tmp are

@@ -11,6 +11,11 @@ to save the figures).  One row per case:
 * ``add_`` vs ``numpy.add(x, pe, out=x)`` and torch's ``x.add_(pe)`` with
   ``pe`` already computed.
 
+``--variants`` times the variants instead (layouts, schedules, explicit
+frequencies and positions, RoPE caches, grids), each against the default
+table that writes the same number of bytes: the promise is that a variant
+costs what the core table costs.
+
 Every figure is a median over repeated rounds.  sinpe and its floor take
 turns round by round (a change of machine load hits both alike); the slower
 NumPy and torch recipes are timed after them, apart, so that torch's
@@ -179,6 +184,81 @@ def _add_case(shape: Sequence[int], seq_first: bool, quick: bool, with_torch: bo
     return {"case": label, "floor_name": "numpy.add(x, pe, out=x)", "times": times}
 
 
+def _variant_cases(quick: bool) -> List[Dict[str, Any]]:
+    """Each variant timed in alternation with the default call that writes as
+    many bytes (a RoPE pair of (L, d) caches against encode(L, 2 d))."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((32, 512, 512), dtype=np.float32)
+    packed = np.concatenate([np.arange(n) for n in rng.integers(1, 300, 100)])[:5000]
+    packed = np.pad(packed, (0, 5000 - packed.size))
+    per_token = np.tile(np.arange(512), (32, 1))
+    left_pad = per_token - 7
+    padding = left_pad < 0
+    freq = 1.0 / 10000 ** (np.arange(256) / 256)
+    cases: List[Any] = [
+        ("encode(16, 64) concatenated", lambda: sinpe.encode(16, 64, layout="concatenated"),
+         lambda: sinpe.encode(16, 64)),
+        ("encode(16, 64) fairseq schedule", lambda: sinpe.encode(16, 64, schedule="fairseq"),
+         lambda: sinpe.encode(16, 64)),
+        ("encode(5000, 512) concatenated",
+         lambda: sinpe.encode(5000, 512, layout="concatenated"), lambda: sinpe.encode(5000, 512)),
+        ("encode(5000, 512) fairseq, concatenated",
+         lambda: sinpe.encode(5000, 512, schedule="fairseq", layout="concatenated"),
+         lambda: sinpe.encode(5000, 512)),
+        ("encode(5000, 512, freq=...)", lambda: sinpe.encode(5000, 512, freq=freq),
+         lambda: sinpe.encode(5000, 512)),
+        ("encode(65536, 1024) concatenated",
+         lambda: sinpe.encode(65536, 1024, layout="concatenated"),
+         lambda: sinpe.encode(65536, 1024)),
+        ("encode_at(packed positions (5000,), 512)", lambda: sinpe.encode_at(packed, 512),
+         lambda: sinpe.encode(5000, 512)),
+        ("rope(4096, 128) half-split vs encode(4096, 256)", lambda: sinpe.rope(4096, 128),
+         lambda: sinpe.encode(4096, 256)),
+        ("rope(4096, 128) pairs vs encode(4096, 256)",
+         lambda: sinpe.rope(4096, 128, layout="interleaved"), lambda: sinpe.encode(4096, 256)),
+        ("rope(65536, 128) half-split vs encode(65536, 256)", lambda: sinpe.rope(65536, 128),
+         lambda: sinpe.encode(65536, 256)),
+        ("encode_grid((64, 64), 512) vs encode(4096, 512)",
+         lambda: sinpe.encode_grid((64, 64), 512), lambda: sinpe.encode(4096, 512)),
+        ("encode_grid((8, 32, 32), 768) vs encode(8192, 768)",
+         lambda: sinpe.encode_grid((8, 32, 32), 768), lambda: sinpe.encode(8192, 768)),
+        ("add_ (32, 512, 512) concatenated", lambda: sinpe.add_(x, layout="concatenated"),
+         lambda: sinpe.add_(x)),
+        ("add_ (32, 512, 512) positions=(32, 512)",
+         lambda: sinpe.add_(x, positions=per_token), lambda: sinpe.add_(x)),
+        ("add_ (32, 512, 512) left padding",
+         lambda: sinpe.add_(x, positions=left_pad, padding=padding), lambda: sinpe.add_(x)),
+    ]
+    results = []
+    for label, variant, default in cases:
+        small = "(16, 64)" in label
+        rounds, budget, inner = ((30, 1.0, 2000) if small else
+                                 (15, 3.0, 1) if quick else (41, 10.0, 1))
+        _settle()
+        times = _measure({"variant": variant, "default": default}, rounds, budget, inner)
+        results.append({"case": label, "times": times,
+                        "variant_over_default": times["variant"] / times["default"]})
+    return results
+
+
+def _print_variants(results: List[Dict[str, Any]], header: Dict[str, Any], file: Any) -> None:
+    print(f"sinpe {header['sinpe']} threads={header['sinpe_threads']}  numpy {header['numpy']}  "
+          f"{header['cpu_count']} CPUs  {header['python']}  load average "
+          f"{header['load_average'][0]} -> {header['load_average'][1]}", file=file)
+    print("medians, timed in alternation; ratio = variant / default table of the same bytes",
+          file=file)
+    rows = [["case", "variant", "default", "ratio"]]
+    for r in results:
+        t = r["times"]
+        rows.append([r["case"], _format_time(t["variant"]), _format_time(t["default"]),
+                     f"{r['variant_over_default']:.2f}x"])
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for n, row in enumerate(rows):
+        print(" | ".join(c.ljust(w) for c, w in zip(row, widths)), file=file)
+        if n == 0:
+            print("-+-".join("-" * w for w in widths), file=file)
+
+
 def _format_time(seconds: float) -> str:
     if seconds < 1e-3:
         return f"{seconds * 1e6:.1f} us"
@@ -241,6 +321,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--threads", type=int, metavar="K",
                         help="sinpe threads (default: sinpe.get_num_threads())")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch recipes")
+    parser.add_argument("--variants", action="store_true",
+                        help="time the variants (layouts, schedules, positions, RoPE, grids) "
+                             "against the default table instead")
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
 
@@ -253,7 +336,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sinpe.set_num_threads(threads_before)  # main() may be called in-process (sinpe bench)
 
 
+def _header(args: argparse.Namespace, load_before: Optional[float], torch_version: str,
+            torch_threads: str) -> Dict[str, Any]:
+    return {
+        "sinpe": sinpe.__version__, "sinpe_threads": sinpe.get_num_threads(),
+        "numpy": np.__version__, "torch": torch_version, "torch_threads": torch_threads,
+        "cpu_count": os.cpu_count(), "machine": platform.machine(),
+        "python": platform.python_version(), "quick": args.quick,
+        "load_average": [load_before, _load_average()],
+        "command": " ".join(["python -m sinpe.bench", *args.argv]),
+    }
+
+
 def _run(args: argparse.Namespace) -> int:
+    if args.variants:
+        load_before = _load_average()
+        results = _variant_cases(args.quick)
+        header = _header(args, load_before, "-", "-")
+        _print_variants(results, header, sys.stdout)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"header": header, "results": results}, f, indent=2)
+        return 0
     torch_recipes = {} if args.no_torch else _torch_recipes()
     torch_version, torch_threads = "-", "-"
     if torch_recipes:
@@ -274,14 +378,7 @@ def _run(args: argparse.Namespace) -> int:
     ]
     for result in results:
         _summarise(result)
-    header = {
-        "sinpe": sinpe.__version__, "sinpe_threads": sinpe.get_num_threads(),
-        "numpy": np.__version__, "torch": torch_version, "torch_threads": torch_threads,
-        "cpu_count": os.cpu_count(), "machine": platform.machine(),
-        "python": platform.python_version(), "quick": args.quick,
-        "load_average": [load_before, _load_average()],
-        "command": " ".join(["python -m sinpe.bench", *args.argv]),
-    }
+    header = _header(args, load_before, torch_version, torch_threads)
     _print_table(results, header, sys.stdout)
     if args.json:
         with open(args.json, "w") as f:
