@@ -112,6 +112,13 @@ typedef struct {
     double *scratch;
     size_t scratch_per_worker;
     ptrdiff_t *built_tile;
+    /* adds at explicit positions that repeat (see attach_pe_rows): the
+     * table's rows for positions pe_first .. in doubles, d per row */
+    double *pe_rows;
+    int64_t pe_first;
+    /* explicit positions with pe_rows: a chunk is a window of the innermost
+     * row axis times a part of the leading rows */
+    ptrdiff_t pe_window, pe_windows, lead_count, lead_per_part, lead_parts;
 } plan_t;
 
 static ptrdiff_t min_ptrdiff(ptrdiff_t a, ptrdiff_t b)
@@ -544,17 +551,99 @@ static void run_range(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_t 
     }
 }
 
+/* Adds from plan->pe_rows to outer rows i0 .. i1 - 1 times inner rows
+ * j0 .. j1 - 1: each element gets the double its segment would have made,
+ * and zero columns and padding rows add 0.0, so the bits are the row
+ * path's.  Runs of rows go to rows.c's add loop (rows inside the call),
+ * walked in address order as the default add_ is. */
+static void add_pe_rows(const plan_t *plan, ptrdiff_t i0, ptrdiff_t i1, ptrdiff_t j0,
+                        ptrdiff_t j1)
+{
+    const target_t *tg = &plan->target[0];
+    const ptrdiff_t d = plan->d;
+    const int last = plan->outer.naxes - 1, inner_last = plan->inner.naxes - 1;
+    const ptrdiff_t outer_stride = plan->outer.bstride[0][last];
+    cursor_t oc, ic;
+    if (plan->ints == NULL) { /* positions along an axis, no padding */
+        const double *pe = plan->pe_rows + (plan->offset + i0 - plan->pe_first) * d;
+        cursor_seek(&plan->outer, &oc, i0);
+        cursor_seek(&plan->inner, &ic, j0);
+        const ptrdiff_t inner_stride = inner_last >= 0 ? plan->inner.bstride[0][inner_last] : 0;
+        if (inner_last < 0 || llabs((long long)outer_stride) <= llabs((long long)inner_stride)) {
+            for (ptrdiff_t j = j0; j < j1; ++j, cursor_step(&plan->inner, &ic)) {
+                sinpe_add_rows(&tg->fmt, tg->data + oc.off[0] + ic.off[0], outer_stride, pe, d,
+                               i1 - i0, d, plan->scale);
+            }
+            return;
+        }
+        /* a position's copies are closer together than its neighbours:
+         * rows outer, runs of copies inner (seq-first) */
+        for (ptrdiff_t i = i0; i < i1; ++i, pe += d) {
+            cursor_seek(&plan->inner, &ic, j0);
+            for (ptrdiff_t j = j0; j < j1;) {
+                const ptrdiff_t run =
+                    min_ptrdiff(j1 - j, plan->inner.shape[inner_last] - ic.index[inner_last]);
+                sinpe_add_rows(&tg->fmt, tg->data + (i - i0) * outer_stride + oc.off[0] + ic.off[0],
+                               inner_stride, pe, 0, run, d, plan->scale);
+                for (ptrdiff_t q = 0; q < run; ++q) {
+                    cursor_step(&plan->inner, &ic);
+                }
+                j += run;
+            }
+        }
+        return;
+    }
+    /* explicit positions: runs that count up along the innermost axis */
+    cursor_seek(&plan->outer, &oc, i0);
+    for (ptrdiff_t i = i0; i < i1;) {
+        char *row = tg->data + oc.off[0];
+        ptrdiff_t run = 1;
+        if (plan->padding != NULL && plan->padding[oc.flat]) {
+            put(tg, 1, plan->scale, row, 0, &zero_value, 0, d);
+        } else {
+            const int64_t p = plan->ints[i];
+            const ptrdiff_t most =
+                min_ptrdiff(i1 - i, plan->outer.shape[last] - oc.index[last]);
+            while (run < most && plan->ints[i + run] == p + run &&
+                   (plan->padding == NULL || !plan->padding[oc.flat + run])) {
+                ++run;
+            }
+            sinpe_add_rows(&tg->fmt, row, outer_stride, plan->pe_rows + (p - plan->pe_first) * d,
+                           d, run, d, plan->scale);
+        }
+        for (ptrdiff_t q = 0; q < run; ++q) {
+            cursor_step(&plan->outer, &oc);
+        }
+        i += run;
+    }
+}
+
 static void run_chunk(void *context, ptrdiff_t chunk, int worker)
 {
     const plan_t *plan = context;
+    if (plan->pe_rows != NULL && plan->ints != NULL) {
+        const ptrdiff_t length = plan->outer.shape[plan->outer.naxes - 1];
+        const ptrdiff_t l0 = chunk / plan->lead_parts * plan->pe_window;
+        const ptrdiff_t l1 = min_ptrdiff(l0 + plan->pe_window, length);
+        const ptrdiff_t b0 = chunk % plan->lead_parts * plan->lead_per_part;
+        const ptrdiff_t b1 = min_ptrdiff(b0 + plan->lead_per_part, plan->lead_count);
+        for (ptrdiff_t b = b0; b < b1; ++b) {
+            add_pe_rows(plan, b * length + l0, b * length + l1, 0, 1);
+        }
+        return;
+    }
     const ptrdiff_t per_tile = plan->groups * plan->inner_parts;
     const ptrdiff_t group = chunk % per_tile / plan->inner_parts;
     const ptrdiff_t part = chunk % plan->inner_parts;
     const ptrdiff_t i0 = group * plan->rows_per_chunk;
+    const ptrdiff_t i1 = min_ptrdiff(i0 + plan->rows_per_chunk, plan->outer_count);
     const ptrdiff_t j0 = part * plan->inner_per_part;
-    run_range(plan, worker, chunk / per_tile, i0,
-              min_ptrdiff(i0 + plan->rows_per_chunk, plan->outer_count), j0,
-              min_ptrdiff(j0 + plan->inner_per_part, plan->inner_count));
+    const ptrdiff_t j1 = min_ptrdiff(j0 + plan->inner_per_part, plan->inner_count);
+    if (plan->pe_rows != NULL) {
+        add_pe_rows(plan, i0, i1, j0, j1);
+    } else {
+        run_range(plan, worker, chunk / per_tile, i0, i1, j0, j1);
+    }
 }
 
 /* ------------------------------------------------------------------ */
@@ -635,6 +724,7 @@ static void plan_free(plan_t *plan)
     }
     free(plan->scratch);
     free(plan->built_tile);
+    free(plan->pe_rows);
     sinpe_table_release(plan->table);
     free(plan);
 }
@@ -815,8 +905,92 @@ static int plan_run(plan_t *plan, sinpe_cancel_fn cancel, void *cancel_context)
         return SINPE_OK;
     }
     /* every chunk holds at least one element, so the count fits */
+    if (plan->pe_rows != NULL && plan->ints != NULL) {
+        return sinpe_run_chunks(plan->pe_windows * plan->lead_parts, plan->threads, run_chunk,
+                                plan, cancel, cancel_context, plan->cancel_period);
+    }
     return sinpe_run_chunks(plan->groups * plan->inner_parts * plan->ntiles, plan->threads, run_chunk, plan, cancel,
                             cancel_context, plan->cancel_period);
+}
+
+/* An add's positions repeat across the batch (range positions always,
+ * per-token ones of packed documents or left padding too): when they span
+ * few enough distinct rows, the rows of their range are made once (as a float64 table through a plan of their own, so with
+ * the same doubles) and the add becomes a pass of plain row adds, as the
+ * default add_ is.  Kept only while that table stays cache-sized and is
+ * reused at least twice per row; otherwise, or without memory for it, the
+ * rows are computed in place. */
+#define PE_ROWS_MAX_BYTES ((double)(8 << 20))
+#define PE_WINDOW_BYTES ((double)(256 << 10))
+
+static void attach_pe_rows(plan_t *plan, const sinpe_freqs *freqs, int kind)
+{
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    const double total_rows = (double)plan->outer_count * (double)plan->inner_count;
+    if (plan->ints == NULL) { /* along an axis: each position has inner_count copies */
+        lo = plan->offset;
+        hi = plan->offset + plan->outer_count - 1;
+    }
+    for (ptrdiff_t i = 0; plan->ints != NULL && i < plan->outer_count; ++i) {
+        if (plan->padding == NULL || !plan->padding[i]) {
+            lo = plan->ints[i] < lo ? plan->ints[i] : lo;
+            hi = plan->ints[i] > hi ? plan->ints[i] : hi;
+        }
+    }
+    if (lo > hi) {
+        return; /* every row padded: the row path only writes zeros */
+    }
+    const double count = (double)(hi - lo) + 1.0; /* |positions| <= 2**24: exact */
+    if (count * (double)plan->d * 8.0 > PE_ROWS_MAX_BYTES || 2.0 * count > total_rows) {
+        return;
+    }
+    ptrdiff_t shape[2] = {(ptrdiff_t)count, plan->d};
+    ptrdiff_t strides[2] = {plan->d * 8, 8};
+    double *rows = malloc((size_t)shape[0] * (size_t)plan->d * sizeof *rows);
+    const sinpe_array table = {(char *)rows, SINPE_FLOAT64, 0, 2, shape, strides};
+    const sinpe_array *views[1] = {&table};
+    const sinpe_positions range = {0, lo, NULL, NULL, NULL};
+    plan_t *maker = NULL;
+    if (rows == NULL ||
+        plan_make(&maker, views, &kind, 1, freqs, &range, 0, 1.0, 0, 0) != SINPE_OK ||
+        maker == NULL) {
+        free(rows);
+        plan_free(maker);
+        return;
+    }
+    maker->target[0].fmt.streaming = 0; /* read right after: keep it cached */
+    plan_run(maker, NULL, NULL);        /* cannot fail without a cancel callback */
+    plan_free(maker);
+    plan->pe_rows = rows;
+    plan->pe_first = lo;
+    plan->ntiles = 1;
+    /* A chunk's rows of the table are read once per copy: parts of the
+     * copies now only to keep the threads busy, so each chunk adds its
+     * rows to as many copies as it can while they are in L2. */
+    const double busy = ceil(4.0 * plan->threads / (double)plan->groups);
+    const ptrdiff_t parts = plan->threads == 1 || busy < 1.0 ? 1
+                            : busy >= (double)plan->inner_count ? plan->inner_count
+                                                                : (ptrdiff_t)busy;
+    plan->inner_per_part = plan->inner_count / parts + (plan->inner_count % parts != 0);
+    plan->inner_parts = plan->inner_count / plan->inner_per_part +
+                        (plan->inner_count % plan->inner_per_part != 0);
+    if (plan->ints != NULL) {
+        /* Per-token positions walk their rows in C order, a sequence after
+         * another: a chunk takes a window of each sequence (so the rows of
+         * the table it reads stay in L2 when the sequences' positions are
+         * alike) across a part of the sequences. */
+        const ptrdiff_t length = plan->outer.shape[plan->outer.naxes - 1];
+        const double window = ceil(PE_WINDOW_BYTES / ((double)plan->d * 8.0));
+        plan->pe_window = window >= (double)length ? length : (ptrdiff_t)window;
+        plan->pe_windows = length / plan->pe_window + (length % plan->pe_window != 0);
+        plan->lead_count = plan->outer_count / length;
+        const double lead_busy = ceil(4.0 * plan->threads / (double)plan->pe_windows);
+        const ptrdiff_t lead_parts = lead_busy >= (double)plan->lead_count ? plan->lead_count
+                                                                           : (ptrdiff_t)lead_busy;
+        plan->lead_per_part = plan->lead_count / lead_parts + (plan->lead_count % lead_parts != 0);
+        plan->lead_parts = plan->lead_count / plan->lead_per_part +
+                           (plan->lead_count % plan->lead_per_part != 0);
+    }
 }
 
 /* ------------------------------------------------------------------ */
@@ -832,6 +1006,10 @@ int sinpe_variant_table(const sinpe_array *out, const sinpe_freqs *freqs, sinpe_
     plan_t *plan;
     int status = plan_make(&plan, &out, &kind, 1, freqs, pos, adding != 0, adding ? scale : 1.0,
                            flags, 0);
+    if (status == SINPE_OK && plan != NULL && adding &&
+        (plan->ints != NULL || (plan->reals == NULL && plan->padding == NULL))) {
+        attach_pe_rows(plan, freqs, kind);
+    }
     if (status == SINPE_OK) {
         status = plan_run(plan, cancel, cancel_context);
     }

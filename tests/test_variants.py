@@ -549,6 +549,63 @@ def test_shards_are_bit_identical(v, start, data):
 
 
 @SHARDS
+@given(v=variants, data=st.data())
+def test_add_is_scale_x_plus_the_table_rounded_once(v, data):
+    """Every add_ route (positions along an axis or per token; few distinct
+    positions, whose rows are made once, or many, made in place; padding;
+    batch-first or seq-first; any dtype, byte order, stride, thread count)
+    gives exactly round(scale * x + PE) with PE the float64 table."""
+    d, kw = v["d"], _kw(v)
+    B, L = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 70))
+    seq_first = data.draw(st.booleans())
+    dtype = data.draw(st.sampled_from(["float32", "float64", "float16", ">f4"]))
+    scale = data.draw(st.sampled_from([1.0, 0.5, 3.0]))
+    kind = data.draw(st.sampled_from(["range", "repeating", "distinct", "padded"]))
+    strided = data.draw(st.booleans())
+    threads = data.draw(st.integers(1, 3))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    shape = (L, B, d) if seq_first else (B, L, d)
+    base = rng.standard_normal(shape[:2] + (2 * d,)).astype(dtype)
+    x = base[..., ::2] if strided else base[..., :d]
+    before = x.astype(np.float64)
+    old = sinpe.get_num_threads()
+    try:
+        sinpe.set_num_threads(threads)
+        if kind == "range":
+            offset = data.draw(st.integers(-100, 100))
+            sinpe.add_(x, axis=0 if seq_first else 1, offset=offset, scale=scale, **kw)
+            pe = sinpe.encode(L, d, offset=offset, dtype=np.float64, **kw)
+            pe = pe[:, None, :] if seq_first else pe[None, :, :]
+        else:
+            if kind == "distinct":
+                positions = rng.integers(-3000, 3000, (B, L))
+            else:  # left-padded sequences: the same positions shifted per sequence
+                positions = np.arange(L)[None, :] - rng.integers(0, 5, (B, 1))
+            padding = positions < 0 if kind == "padded" else None
+            if seq_first:
+                positions = positions.T
+                padding = None if padding is None else padding.T
+            sinpe.add_(x, positions=positions, padding=padding, scale=scale, **kw)
+            pe = sinpe.encode_at(positions, d, padding=padding, dtype=np.float64, **kw)
+    finally:
+        sinpe.set_num_threads(old)
+    assert np.array_equal(x, (scale * before + pe).astype(dtype))
+
+
+def test_add_of_a_wide_table_in_place_and_from_rows_made_once():
+    d = 2 * 2048 + 6  # wide: frequency tiles, step rows built per tile
+    rng = np.random.default_rng(1)
+    for positions in (np.tile(np.arange(-3, 37), (4, 1)),    # repeating: rows made once
+                      rng.integers(-5000, 5000, (4, 40))):   # distinct: rows made in place
+        x = rng.standard_normal((4, 40, d)).astype(np.float32)
+        before = x.astype(np.float64)
+        sinpe.add_(x, positions=positions, layout="concatenated", schedule="fairseq")
+        pe = sinpe.encode_at(positions, d, layout="concatenated", schedule="fairseq",
+                             dtype=np.float64)
+        assert np.array_equal(x, (before + pe).astype(np.float32))
+
+
+@SHARDS
 @given(v=variants, shape=st.lists(st.integers(1, 9), min_size=1, max_size=3))
 def test_grid_chunks_are_shards(v, shape):
     r = len(shape)
