@@ -699,17 +699,7 @@ static sinpe_table *make_table(const sinpe_freqs *freqs, ptrdiff_t d, ptrdiff_t 
     } else if (freqs->schedule == SINPE_PAPER) {
         table = sinpe_table_standard(freqs->n, d);
     } else {
-        /* fairseq/t2t/Whisper: log-spaced from 1 down to exactly 1/n;
-         * t2t's max(., 1) defines d = 2, 3 (w_0 = 1) */
-        double *w = malloc((size_t)nfreq * sizeof *w);
-        if (w != NULL) {
-            const double denominator = nfreq - 1 > 1 ? (double)(nfreq - 1) : 1.0;
-            for (ptrdiff_t k = 0; k < nfreq; ++k) {
-                w[k] = pow(freqs->n, -(double)k / denominator);
-            }
-            table = sinpe_table_from_freq(w, nfreq);
-            free(w);
-        }
+        table = sinpe_table_fairseq(freqs->n, d);
     }
     if (table == NULL) {
         *status = SINPE_ERR_NOMEM;

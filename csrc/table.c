@@ -22,6 +22,8 @@
 #define CACHE_BYTES ((size_t)8 << 20)
 #define CACHE_SLOTS 8
 
+enum { TABLE_OTHER, TABLE_PAPER, TABLE_FAIRSEQ };
+
 static int is_wide(ptrdiff_t nfreq)
 {
     return nfreq > SINPE_TABLE_MAX_STEP_FREQS;
@@ -52,6 +54,7 @@ static sinpe_table *table_alloc(ptrdiff_t nfreq)
     table->bytes = bytes;
     table->refs = 1;
     table->cached = 0;
+    table->key_kind = TABLE_OTHER;
     table->key_n = 0.0;
     table->key_d = 0;
     table->last_use = 0;
@@ -182,6 +185,26 @@ static sinpe_table *build_standard(double n, ptrdiff_t d)
         freq[k] = pow(n, -(2.0 * (double)k) / (double)d);
     }
     fill_all_steps(table);
+    table->key_kind = TABLE_PAPER;
+    table->key_n = n;
+    table->key_d = d;
+    return table;
+}
+
+static sinpe_table *build_fairseq(double n, ptrdiff_t d)
+{
+    const ptrdiff_t nfreq = d / 2;
+    sinpe_table *table = table_alloc(nfreq);
+    if (table == NULL) {
+        return NULL;
+    }
+    double *freq = (double *)table->freq;
+    const double denominator = nfreq - 1 > 1 ? (double)(nfreq - 1) : 1.0;
+    for (ptrdiff_t k = 0; k < nfreq; ++k) {
+        freq[k] = pow(n, -(double)k / denominator);
+    }
+    fill_all_steps(table);
+    table->key_kind = TABLE_FAIRSEQ;
     table->key_n = n;
     table->key_d = d;
     return table;
@@ -195,11 +218,12 @@ static sinpe_table *cache[CACHE_SLOTS];
 static size_t cache_bytes;
 static uint64_t cache_clock;
 
-static int same_key(const sinpe_table *table, double n, ptrdiff_t d)
+static int same_key(const sinpe_table *table, int kind, double n, ptrdiff_t d)
 {
     /* compare bits, so -0.0/0.0 or NaN could never alias (they are rejected
      * before this anyway) */
-    return table->key_d == d && memcmp(&table->key_n, &n, sizeof n) == 0;
+    return table->key_kind == kind && table->key_d == d &&
+           memcmp(&table->key_n, &n, sizeof n) == 0;
 }
 
 static void table_free(sinpe_table *table)
@@ -245,12 +269,12 @@ static void insert(sinpe_table *table)
     }
 }
 
-static sinpe_table *lookup(double n, ptrdiff_t d)
+static sinpe_table *lookup(int kind, double n, ptrdiff_t d)
 {
     sinpe_table *found = NULL;
     sinpe_mutex_lock(&cache_lock);
     for (int i = 0; i < CACHE_SLOTS; ++i) {
-        if (cache[i] != NULL && same_key(cache[i], n, d)) {
+        if (cache[i] != NULL && same_key(cache[i], kind, n, d)) {
             found = cache[i];
             found->refs++;
             found->last_use = ++cache_clock;
@@ -261,25 +285,30 @@ static sinpe_table *lookup(double n, ptrdiff_t d)
     return found;
 }
 
-sinpe_table *sinpe_table_standard(double n, ptrdiff_t d)
+static sinpe_table *build(int kind, double n, ptrdiff_t d)
 {
-    if (is_wide(d / 2 + d % 2)) {
-        return build_standard(n, d);
+    return kind == TABLE_PAPER ? build_standard(n, d) : build_fairseq(n, d);
+}
+
+static sinpe_table *cached(int kind, double n, ptrdiff_t d)
+{
+    if (is_wide(kind == TABLE_PAPER ? d / 2 + d % 2 : d / 2)) {
+        return build(kind, n, d);
     }
     sinpe_threads_once();
-    sinpe_table *table = lookup(n, d);
+    sinpe_table *table = lookup(kind, n, d);
     if (table != NULL) {
         return table;
     }
     /* Built outside the lock: another thread may build the same table
      * meanwhile; the first one inserted wins and the other is dropped. */
-    sinpe_table *built = build_standard(n, d);
+    sinpe_table *built = build(kind, n, d);
     if (built == NULL) {
         return NULL;
     }
     sinpe_mutex_lock(&cache_lock);
     for (int i = 0; i < CACHE_SLOTS; ++i) {
-        if (cache[i] != NULL && same_key(cache[i], n, d)) {
+        if (cache[i] != NULL && same_key(cache[i], kind, n, d)) {
             table = cache[i];
             table->refs++;
             break;
@@ -296,6 +325,16 @@ sinpe_table *sinpe_table_standard(double n, ptrdiff_t d)
         table_free(built);
     }
     return table;
+}
+
+sinpe_table *sinpe_table_standard(double n, ptrdiff_t d)
+{
+    return cached(TABLE_PAPER, n, d);
+}
+
+sinpe_table *sinpe_table_fairseq(double n, ptrdiff_t d)
+{
+    return cached(TABLE_FAIRSEQ, n, d);
 }
 
 void sinpe_table_release(sinpe_table *table)

@@ -68,6 +68,7 @@ struct sinpe_table {
     /* bookkeeping, private to table.c */
     size_t bytes;
     int refs, cached;
+    int key_kind; /* what key_n, key_d built: TABLE_PAPER or TABLE_FAIRSEQ (table.c) */
     double key_n;
     ptrdiff_t key_d;
     uint64_t last_use;
@@ -97,6 +98,11 @@ static inline int64_t sinpe_block_start(int64_t p)
  * thread-safe cache unless wide.  NULL when out of memory.  Release with
  * sinpe_table_release. */
 sinpe_table *sinpe_table_standard(double n, ptrdiff_t d);
+
+/* fairseq / tensor2tensor / Whisper frequencies n**(-k / max(d/2 - 1, 1)),
+ * k < d/2 (d >= 2): log-spaced from 1 down to exactly 1/n; t2t's max(., 1)
+ * defines d = 2, 3.  Cached as the paper's are. */
+sinpe_table *sinpe_table_fairseq(double n, ptrdiff_t d);
 
 /* A table for any frequencies (copied), never cached.  NULL when out of
  * memory. */
