@@ -832,6 +832,12 @@ static int plan_make(plan_t **out_plan, const sinpe_array *const *outs, const in
             ax->bstride[t][at] = t < ntargets ? outs[t]->strides[i] : 0;
         }
     }
+    if (plan->outer.naxes == 0) {
+        /* a scalar position: one row, given an axis of length 1 so that
+         * every walk has an innermost outer axis */
+        plan->outer.naxes = 1;
+        plan->outer.shape[0] = 1;
+    }
     plan->outer_count = outer_count;
     plan->inner_count = rows / outer_count;
     const double inner_rows = (double)plan->inner_count;
