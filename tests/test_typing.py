@@ -105,7 +105,8 @@ def test_mypy_strict_accepts_the_api_and_catches_misuse(tmp_path, pytestconfig):
     a third of the suite's time budget."""
     misuse = tmp_path / "misuse.py"
     misuse.write_text(MISUSE)
-    cache = pytestconfig.cache.mkdir("mypy") if pytestconfig.cache else tmp_path / "cache"
+    cache_provider = getattr(pytestconfig, "cache", None)  # absent under -p no:cacheprovider
+    cache = cache_provider.mkdir("mypy") if cache_provider else tmp_path / "cache"
     files = ["examples/typed_usage.py", "sinpe/plot.py", "sinpe/cli.py"]
     proc = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--show-error-codes", "--no-pretty"]
