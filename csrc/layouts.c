@@ -480,8 +480,11 @@ static void run_range(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_t 
                 for (int t = 0; t < plan->ntargets; ++t) {
                     char *base = plan->target[t].data + oc.off[t] + ic.off[t];
                     if (copies > 1) {
-                        const sinpe_steps held = {steps.c + r * steps.stride,
-                                                  steps.s + r * steps.stride, 0};
+                        sinpe_steps held = {NULL, NULL, 0}; /* no table: no segments */
+                        if (plan->table != NULL) {
+                            held.c = steps.c + r * steps.stride;
+                            held.s = steps.s + r * steps.stride;
+                        }
                         store_segments(plan, t, segs[t], nsegs[t], &held, base,
                                        plan->inner.bstride[t][inner_last], 0, (int)copies, s.tmp,
                                        first_tile);
