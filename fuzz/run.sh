@@ -1,21 +1,36 @@
 #!/usr/bin/env bash
-# Builds fuzz/fuzz_kernels.c with the C kernels (csrc/ without the CPython
+# Builds the fuzz targets with the C kernels (csrc/ without the CPython
 # binding) under AddressSanitizer, UndefinedBehaviorSanitizer and
-# LeakSanitizer, with the release build's flags, and runs it.
+# LeakSanitizer, with the release build's flags, and runs them one after
+# the other, the time split evenly between them:
+#   kernels   fuzz/fuzz_kernels.c   the core API (sinpe.h): encode, encode_ex, add
+#   variants  fuzz/fuzz_variants.c  the variant kernels (layouts.h): layouts, schedules,
+#                                   explicit frequencies and positions, padding, adds,
+#                                   RoPE caches, grids, sinpe_check_freq
 #
-#   fuzz/run.sh                       # 180 s; libFuzzer if clang has it, else the plain driver
+#   fuzz/run.sh                       # 180 s in all; libFuzzer if clang has it, else the plain driver
 #   SINPE_FUZZ_SECONDS=600 fuzz/run.sh
-#   SINPE_FUZZ_ENGINE=plain fuzz/run.sh    # gcc, seeded random inputs (what CI runs)
-#   fuzz/run.sh crash-1234...         # replay inputs (e.g. a crash file libFuzzer wrote)
+#   SINPE_FUZZ_ENGINE=plain fuzz/run.sh    # gcc, seeded random inputs (what CI runs: 60 s, 30 s each)
+#   SINPE_FUZZ_TARGETS=variants fuzz/run.sh            # one target (kernels, variants; default both)
+#   SINPE_FUZZ_TARGETS=variants fuzz/run.sh crash-1234...  # replay inputs (e.g. a crash file libFuzzer
+#                                     # wrote) on the target that found them; with both, on each
 #
 # SINPE_FUZZ_SEED fixes the seed (default 1, so a CI run is reproducible).
-# Build and corpus go to build/fuzz/ (ignored by git).
+# Build and corpora (one per target) go to build/fuzz/ (ignored by git).
+# Every target runs even if an earlier one fails; the exit status is the
+# first failure's.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="${SINPE_FUZZ_DIR:-$root/build/fuzz}"
 seconds="${SINPE_FUZZ_SECONDS:-180}"
 seed="${SINPE_FUZZ_SEED:-1}"
-mkdir -p "$out/corpus"
+read -r -a targets <<<"${SINPE_FUZZ_TARGETS:-kernels variants}"
+for target in "${targets[@]}"; do
+  [ -f "$root/fuzz/fuzz_$target.c" ] || { echo "fuzz/run.sh: no target '$target' (kernels, variants)" >&2; exit 2; }
+done
+# the time split between the targets (at least 1 s each)
+share=$(( seconds / ${#targets[@]} ))
+[ "$share" -ge 1 ] || share=1
 
 sources=()
 for source in "$root"/csrc/*.c; do
@@ -26,6 +41,7 @@ flags=(-O3 -std=c11 -ffp-contract=off -fno-math-errno -g -fno-omit-frame-pointer
        -fsanitize=address,undefined -fno-sanitize-recover=all -pthread -I"$root/csrc")
 
 engine="${SINPE_FUZZ_ENGINE:-}"
+mkdir -p "$out"
 if [ -z "$engine" ]; then
   if command -v clang >/dev/null && echo 'int LLVMFuzzerTestOneInput(const char *d, long n){return 0;}' |
        clang -fsanitize=fuzzer -x c - -o "$out/probe" 2>/dev/null; then
@@ -38,24 +54,50 @@ fi
 export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:halt_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 
+# The kernels are compiled once per engine and linked into every target.
+objects="$out/objects-$engine"
+rm -rf "$objects"
+mkdir -p "$objects"
 if [ "$engine" = libfuzzer ]; then
+  cc=clang
   # SINPE_FUZZ_LARGE=0: libFuzzer's mutations favour 0xff bytes, which pick
-  # the 32 MB size class; it would run a few inputs a second.  The plain
-  # driver (CI) draws that class at random, 1 input in 128.
-  clang "${flags[@]}" -DSINPE_FUZZ_LARGE=0 -fsanitize=fuzzer "$root/fuzz/fuzz_kernels.c" "${sources[@]}" -lm \
-    -o "$out/fuzz_kernels"
-  if [ $# -gt 0 ]; then
-    exec "$out/fuzz_kernels" "$@"
-  fi
-  echo "fuzz/run.sh: libFuzzer, ${seconds}s, seed $seed, corpus $out/corpus"
-  exec "$out/fuzz_kernels" -max_total_time="$seconds" -seed="$seed" -max_len=256 -timeout=60 \
-    -rss_limit_mb=4096 -print_final_stats=1 "$out/corpus"
+  # the largest size class; it would run a few inputs a second.  The plain
+  # driver (CI) draws that class at random, rarely.
+  kernel_flags=(-fsanitize=fuzzer-no-link)
+  target_flags=(-DSINPE_FUZZ_LARGE=0 -fsanitize=fuzzer)
 else
   cc="${CC:-gcc}"
-  "$cc" "${flags[@]}" -DSINPE_FUZZ_MAIN "$root/fuzz/fuzz_kernels.c" "${sources[@]}" -lm -o "$out/fuzz_kernels_plain"
-  if [ $# -gt 0 ]; then
-    exec "$out/fuzz_kernels_plain" "$@"
-  fi
-  echo "fuzz/run.sh: plain driver ($cc), ${seconds}s, seed $seed"
-  exec "$out/fuzz_kernels_plain" "$seconds" "$seed"
+  kernel_flags=()
+  target_flags=(-DSINPE_FUZZ_MAIN)
 fi
+(cd "$objects" && "$cc" "${flags[@]}" ${kernel_flags[@]+"${kernel_flags[@]}"} -c "${sources[@]}")
+
+run_target() {
+  local target=$1
+  shift
+  local binary="$out/fuzz_$target-$engine"
+  rm -f "$binary"
+  "$cc" "${flags[@]}" "${target_flags[@]}" "$root/fuzz/fuzz_$target.c" "$objects"/*.o -lm -o "$binary" || return
+  if [ $# -gt 0 ]; then
+    "$binary" "$@"
+  elif [ "$engine" = libfuzzer ]; then
+    mkdir -p "$out/corpus/$target"
+    echo "fuzz/run.sh: $target: libFuzzer, ${share}s, seed $seed, corpus $out/corpus/$target"
+    "$binary" -max_total_time="$share" -seed="$seed" -max_len=256 -timeout=60 \
+      -rss_limit_mb=4096 -print_final_stats=1 "$out/corpus/$target"
+  else
+    echo "fuzz/run.sh: $target: plain driver ($cc), ${share}s, seed $seed"
+    "$binary" "$share" "$seed"
+  fi
+}
+
+status=0
+for target in "${targets[@]}"; do
+  code=0
+  run_target "$target" "$@" || code=$?
+  if [ "$code" -ne 0 ]; then
+    echo "fuzz/run.sh: $target FAILED (exit status $code)" >&2
+    [ "$status" -ne 0 ] || status=$code
+  fi
+done
+exit "$status"
