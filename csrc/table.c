@@ -114,22 +114,27 @@ uint32_t sinpe_residues(int64_t first, int64_t count)
     return mask;
 }
 
-sinpe_steps sinpe_steps_for(const sinpe_table *table, ptrdiff_t k0, ptrdiff_t k1,
-                            uint32_t residues, double *buffer)
+/* Step rows of frequencies [k0, k1) with `lanes` (2: full, 1: half) entries
+ * per frequency: a view into the table, or built into buffer if wide. */
+static sinpe_steps steps_for(const sinpe_table *table, ptrdiff_t k0, ptrdiff_t k1,
+                             uint32_t residues, double *buffer, int lanes)
 {
+    const double *view_c = lanes == 2 ? table->step_c : table->half_c;
+    const double *view_s = lanes == 2 ? table->step_s : table->half_s;
     sinpe_steps steps;
-    if (table->step_c != NULL) {
-        steps.c = table->step_c + 2 * k0;
-        steps.s = table->step_s + 2 * k0;
-        steps.stride = 2 * table->nfreq;
+    if (view_c != NULL) {
+        steps.c = view_c + lanes * k0;
+        steps.s = view_s + lanes * k0;
+        steps.stride = lanes * table->nfreq;
         return steps;
     }
-    const ptrdiff_t stride = 2 * (k1 - k0);
+    const ptrdiff_t stride = lanes * (k1 - k0);
     double *c = buffer;
     double *s = buffer + SINPE_BLOCK_ROWS * stride;
     for (int r = 0; r < SINPE_BLOCK_ROWS; ++r) {
         if (residues & (1u << r)) {
-            fill_step_row(table->freq + k0, k1 - k0, r, c + r * stride, s + r * stride);
+            (lanes == 2 ? fill_step_row : fill_half_step_row)(table->freq + k0, k1 - k0, r,
+                                                              c + r * stride, s + r * stride);
         }
     }
     steps.c = c;
@@ -138,28 +143,16 @@ sinpe_steps sinpe_steps_for(const sinpe_table *table, ptrdiff_t k0, ptrdiff_t k1
     return steps;
 }
 
+sinpe_steps sinpe_steps_for(const sinpe_table *table, ptrdiff_t k0, ptrdiff_t k1,
+                            uint32_t residues, double *buffer)
+{
+    return steps_for(table, k0, k1, residues, buffer, 2);
+}
+
 sinpe_steps sinpe_half_steps_for(const sinpe_table *table, ptrdiff_t k0, ptrdiff_t k1,
                                  uint32_t residues, double *buffer)
 {
-    sinpe_steps steps;
-    if (table->half_c != NULL) {
-        steps.c = table->half_c + k0;
-        steps.s = table->half_s + k0;
-        steps.stride = table->nfreq;
-        return steps;
-    }
-    const ptrdiff_t stride = k1 - k0;
-    double *c = buffer;
-    double *s = buffer + SINPE_BLOCK_ROWS * stride;
-    for (int r = 0; r < SINPE_BLOCK_ROWS; ++r) {
-        if (residues & (1u << r)) {
-            fill_half_step_row(table->freq + k0, k1 - k0, r, c + r * stride, s + r * stride);
-        }
-    }
-    steps.c = c;
-    steps.s = s;
-    steps.stride = stride;
-    return steps;
+    return steps_for(table, k0, k1, residues, buffer, 1);
 }
 
 sinpe_table *sinpe_table_from_freq(const double *freq, ptrdiff_t nfreq)
