@@ -24,6 +24,7 @@
  *               are replayed instead, e.g. a crash input from libFuzzer).
  */
 #include "sinpe.h"
+#include "fuzz_common.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -33,39 +34,7 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------ */
-/* Reading the input: missing bytes read as zero, so every input is valid. */
-
-typedef struct {
-    const uint8_t *data;
-    size_t size, at;
-} reader;
-
-static unsigned byte(reader *r)
-{
-    return r->at < r->size ? r->data[r->at++] : 0u;
-}
-
-static uint64_t bits(reader *r, int count)
-{
-    uint64_t value = 0;
-    for (int i = 0; i < count; i += 8) {
-        value |= (uint64_t)byte(r) << i;
-    }
-    return count >= 64 ? value : value & ((UINT64_C(1) << count) - 1);
-}
-
-static unsigned below(reader *r, unsigned limit) /* 0 .. limit - 1 */
-{
-    return limit <= 256 ? byte(r) % limit : (unsigned)(bits(r, 32) % limit);
-}
-
-static uint64_t splitmix(uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
+/* Failure reports: the message and the input that caused it. */
 
 static const uint8_t *current_input;
 static size_t current_size;
@@ -86,90 +55,7 @@ static void fail(const char *format, ...)
 }
 
 /* ------------------------------------------------------------------ */
-/* Elements: sizes, decoding, and the error bound. */
-
-static size_t itemsize_of(sinpe_dtype dtype)
-{
-    return dtype == SINPE_FLOAT16 ? 2 : dtype == SINPE_FLOAT32 ? 4 : 8;
-}
-
-static double half_to_double(uint16_t h)
-{
-    const int exponent = (h >> 10) & 0x1f, fraction = h & 0x3ff;
-    double value;
-    if (exponent == 0) {
-        value = ldexp(fraction, -24);
-    } else if (exponent == 31) {
-        value = fraction ? NAN : INFINITY;
-    } else {
-        value = ldexp(fraction + 1024, exponent - 25);
-    }
-    return (h & 0x8000) ? -value : value;
-}
-
-static double load(const char *at, sinpe_dtype dtype, int swapped)
-{
-    uint8_t raw[8];
-    const size_t size = itemsize_of(dtype);
-    for (size_t i = 0; i < size; ++i) {
-        raw[i] = (uint8_t)at[swapped ? size - 1 - i : i];
-    }
-    if (dtype == SINPE_FLOAT16) {
-        uint16_t h;
-        memcpy(&h, raw, 2);
-        return half_to_double(h);
-    }
-    if (dtype == SINPE_FLOAT32) {
-        float f;
-        memcpy(&f, raw, 4);
-        return f;
-    }
-    double d;
-    memcpy(&d, raw, 8);
-    return d;
-}
-
-/* Writes a value that is exact in every dtype (a multiple of 1/64 in
- * [-32, 32): 11 significant bits at most), so the input to add is known
- * exactly whatever the dtype. */
-static void store_exact(char *at, sinpe_dtype dtype, int swapped, double value)
-{
-    uint8_t raw[8];
-    const size_t size = itemsize_of(dtype);
-    if (dtype == SINPE_FLOAT16) {
-        /* value = m * 2**e exactly, |m| < 2**11: build the half by hand */
-        uint16_t h = 0;
-        if (value != 0) {
-            int e;
-            const double m = frexp(fabs(value), &e); /* value = m * 2**e, m in [0.5, 1) */
-            h = (uint16_t)(((e + 14) << 10) | ((uint16_t)(m * 2048.0) & 0x3ff));
-            if (value < 0) h |= 0x8000;
-        }
-        memcpy(raw, &h, 2);
-    } else if (dtype == SINPE_FLOAT32) {
-        const float f = (float)value;
-        memcpy(raw, &f, 4);
-    } else {
-        memcpy(raw, &value, 8);
-    }
-    for (size_t i = 0; i < size; ++i) {
-        at[i] = (char)raw[swapped ? size - 1 - i : i];
-    }
-}
-
-static int mantissa_bits(sinpe_dtype dtype)
-{
-    return dtype == SINPE_FLOAT16 ? 10 : dtype == SINPE_FLOAT32 ? 23 : 52;
-}
-
-static double half_ulp(double magnitude, sinpe_dtype dtype)
-{
-    const double smallest = dtype == SINPE_FLOAT16 ? ldexp(1, -24)
-                            : dtype == SINPE_FLOAT32 ? ldexp(1, -149)
-                                                     : ldexp(1, -1074);
-    const double relative = magnitude * ldexp(1, -(mantissa_bits(dtype) + 1));
-    return relative > smallest / 2 ? relative : smallest / 2;
-}
+/* The error bound and the reference. */
 
 /* |double PE - exact| for libm and for any honest double method (see
  * tests/test_properties.py: angle roundings of 2**-53 |p| w, w <= 1). */
@@ -197,70 +83,11 @@ static double reference(int64_t p, ptrdiff_t j, const double *freq)
 /* ------------------------------------------------------------------ */
 /* One call. */
 
-#define MAX_AXES 4
 /* The large class (32 MB and more: streaming stores) is slow; fuzz/run.sh
  * turns it off for libFuzzer, whose mutations would pick it too often. */
 #ifndef SINPE_FUZZ_LARGE
 #define SINPE_FUZZ_LARGE 1
 #endif
-#define GUARD 96
-
-typedef struct {
-    int ndim;
-    ptrdiff_t shape[MAX_AXES], strides[MAX_AXES];
-    size_t size, offset; /* buffer bytes; byte offset of element (0, ..., 0) */
-    int overlapping;
-} layout;
-
-static ptrdiff_t element_count(const layout *lay)
-{
-    ptrdiff_t count = 1;
-    for (int i = 0; i < lay->ndim; ++i) count *= lay->shape[i];
-    return count;
-}
-
-/* Byte offset of the element with flat C-order index `flat`. */
-static size_t element_at(const layout *lay, ptrdiff_t flat, ptrdiff_t *index)
-{
-    ptrdiff_t at = (ptrdiff_t)lay->offset;
-    for (int i = lay->ndim - 1; i >= 0; --i) {
-        index[i] = flat % lay->shape[i];
-        flat /= lay->shape[i];
-        at += index[i] * lay->strides[i];
-    }
-    return (size_t)at;
-}
-
-static void make_layout(reader *r, layout *lay, size_t itemsize, int may_overlap)
-{
-    int order[MAX_AXES];
-    for (int i = 0; i < lay->ndim; ++i) order[i] = i;
-    for (int i = lay->ndim - 1; i > 0; --i) { /* a permutation: memory order of the axes */
-        const int k = (int)below(r, (unsigned)i + 1), t = order[i];
-        order[i] = order[k];
-        order[k] = t;
-    }
-    ptrdiff_t step = (ptrdiff_t)itemsize;
-    for (int i = lay->ndim - 1; i >= 0; --i) {
-        const int axis = order[i];
-        const unsigned gap = below(r, 8);
-        lay->strides[axis] = step * (gap < 5 ? 1 : gap - 3); /* mostly dense, else gaps of 2-4 */
-        step = lay->strides[axis] * (lay->shape[axis] > 0 ? lay->shape[axis] : 1);
-    }
-    ptrdiff_t low = 0, high = 0;
-    for (int i = 0; i < lay->ndim; ++i) {
-        if (below(r, 4) == 0) lay->strides[i] = -lay->strides[i];
-        if (may_overlap && i != lay->ndim - 1 && below(r, 24) == 0) {
-            lay->strides[i] = 0; /* elements overlap: memory safety only */
-            lay->overlapping = 1;
-        }
-        const ptrdiff_t extent = lay->shape[i] > 0 ? lay->strides[i] * (lay->shape[i] - 1) : 0;
-        if (extent < 0) low += extent; else high += extent;
-    }
-    const size_t misalign = below(r, 4) == 0 ? below(r, (unsigned)itemsize) : 0;
-    lay->offset = GUARD + misalign + (size_t)(-low);
-    lay->size = lay->offset + (size_t)high + itemsize + GUARD;
-}
 
 typedef struct {
     int calls, stop_after;
@@ -337,7 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int large = SINPE_FUZZ_LARGE && size_class == 127; /* not 0: short inputs read zeros */
     const int medium = size_class >= 112 && !large;
 
-    layout lay = {0};
+    memory_layout lay = {0};
     lay.ndim = op == 2 ? 1 + (int)below(&r, MAX_AXES) : (below(&r, 32) == 0 ? 3 : 2);
     for (int i = 0; i < lay.ndim; ++i) {
         const unsigned kind = below(&r, 10);
@@ -355,7 +182,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         total = element_count(&lay);
         if (total > 4000) return 0;
     }
-    make_layout(&r, &lay, itemsize, !large);
+    make_layout(&r, &lay, itemsize, !large, 24);
     if (lay.size > ((size_t)192 << 20)) {
         return 0; /* three buffers of this size are allocated below */
     }
@@ -463,34 +290,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef SINPE_FUZZ_MAIN
-#include <time.h>
-
 int main(int argc, char **argv)
 {
-    if (argc > 1 && argv[1][0] != '-' && (argv[1][0] < '0' || argv[1][0] > '9')) {
-        for (int i = 1; i < argc; ++i) { /* replay input files */
-            FILE *f = fopen(argv[i], "rb");
-            if (f == NULL) { perror(argv[i]); return 2; }
-            uint8_t input[4096];
-            const size_t got = fread(input, 1, sizeof input, f);
-            fclose(f);
-            LLVMFuzzerTestOneInput(input, got);
-        }
-        printf("fuzz_kernels: %d inputs replayed, no failure\n", argc - 1);
-        return 0;
-    }
-    const double seconds = argc > 1 ? atof(argv[1]) : 60.0;
-    uint64_t state = argc > 2 ? strtoull(argv[2], NULL, 0) : 1;
-    const time_t start = time(NULL);
-    long runs = 0;
-    uint8_t input[128];
-    while (difftime(time(NULL), start) < seconds) {
-        const size_t length = 16 + splitmix(&state) % (sizeof input - 16);
-        for (size_t i = 0; i < length; ++i) input[i] = (uint8_t)splitmix(&state);
-        LLVMFuzzerTestOneInput(input, length);
-        ++runs;
-    }
-    printf("fuzz_kernels: %ld random inputs in %.0f s, no failure\n", runs, seconds);
+    double seconds = 0.0;
+    const long runs = plain_driver("fuzz_kernels", argc, argv, 128, &seconds);
+    if (runs >= 0) printf("fuzz_kernels: %ld random inputs in %.0f s, no failure\n", runs, seconds);
     return 0;
 }
 #endif
