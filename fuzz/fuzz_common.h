@@ -217,6 +217,17 @@ static FUZZ_MAYBE_UNUSED void make_layout(reader *r, memory_layout *lay, size_t 
     lay->size = lay->offset + (size_t)high + itemsize + GUARD;
 }
 
+/* A cancel callback that says stop after stop_after polls. */
+typedef struct {
+    int calls, stop_after;
+} cancel_state;
+
+static FUZZ_MAYBE_UNUSED int cancel_after(void *context)
+{
+    cancel_state *state = context;
+    return ++state->calls > state->stop_after;
+}
+
 /* ------------------------------------------------------------------ */
 /* The plain driver (no libFuzzer): replay the files given, or run random
  * inputs of up to max_length bytes from a seeded generator for SECONDS.

@@ -89,16 +89,6 @@ static double reference(int64_t p, ptrdiff_t j, const double *freq)
 #define SINPE_FUZZ_LARGE 1
 #endif
 
-typedef struct {
-    int calls, stop_after;
-} cancel_state;
-
-static int cancel_after(void *context)
-{
-    cancel_state *state = context;
-    return ++state->calls > state->stop_after;
-}
-
 static double pick_base(reader *r, int *valid)
 {
     static const double bad[] = {0.0, -1.0, 0.5, 0.999999, 1e-300, 1e300, 1.0000001e30, NAN, INFINITY, -INFINITY};

@@ -1020,16 +1020,6 @@ static void identity_grid(const call_t *c, reader *r)
 /* ------------------------------------------------------------------ */
 /* One input. */
 
-typedef struct {
-    int calls, stop_after;
-} cancel_state;
-
-static int cancel_after(void *context)
-{
-    cancel_state *state = context;
-    return ++state->calls > state->stop_after;
-}
-
 static int run_call(const call_t *c, cancel_state *cancel, int use_cancel)
 {
     const sinpe_array *out = &c->tg[0].view;
