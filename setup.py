@@ -1,4 +1,6 @@
 """Builds the sinpe._core extension; metadata lives in pyproject.toml."""
+from glob import glob
+
 import numpy
 from setuptools import Extension, setup
 
@@ -17,6 +19,8 @@ core = Extension(
         "csrc/table.c",
         "csrc/threads.c",
     ],
+    # headers too, so that changing one rebuilds the files that include it
+    depends=sorted(glob("csrc/*.h") + glob("csrc/*.inc")),
     include_dirs=["csrc", numpy.get_include()],
     define_macros=[("NPY_TARGET_VERSION", "NPY_1_23_API_VERSION")],
     extra_compile_args=compile_args,
