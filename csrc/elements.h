@@ -16,14 +16,16 @@
 
 static inline size_t sinpe_itemsize(sinpe_dtype dtype)
 {
-    return dtype == SINPE_FLOAT16 ? 2 : dtype == SINPE_FLOAT32 ? 4 : 8;
+    return dtype == SINPE_FLOAT32 ? 4 : dtype == SINPE_FLOAT64 ? 8 : 2;
 }
 
 static inline void sinpe_store_elem(char *dst, sinpe_dtype dtype, int swapped, double value)
 {
     switch (dtype) {
-    case SINPE_FLOAT16: {
-        uint16_t bits = sinpe_double_to_half(value);
+    case SINPE_FLOAT16:
+    case SINPE_BFLOAT16: {
+        uint16_t bits = dtype == SINPE_FLOAT16 ? sinpe_double_to_half(value)
+                                               : sinpe_double_to_bfloat16(value);
         if (swapped) bits = (uint16_t)((bits << 8) | (bits >> 8));
         memcpy(dst, &bits, 2);
         break;
@@ -49,11 +51,12 @@ static inline void sinpe_store_elem(char *dst, sinpe_dtype dtype, int swapped, d
 static inline double sinpe_load_elem(const char *src, sinpe_dtype dtype, int swapped)
 {
     switch (dtype) {
-    case SINPE_FLOAT16: {
+    case SINPE_FLOAT16:
+    case SINPE_BFLOAT16: {
         uint16_t bits;
         memcpy(&bits, src, 2);
         if (swapped) bits = (uint16_t)((bits << 8) | (bits >> 8));
-        return sinpe_half_to_double(bits);
+        return dtype == SINPE_FLOAT16 ? sinpe_half_to_double(bits) : sinpe_bfloat16_to_double(bits);
     }
     case SINPE_FLOAT32: {
         uint32_t bits;
@@ -80,7 +83,7 @@ static inline double sinpe_load_elem(const char *src, sinpe_dtype dtype, int swa
 static inline int sinpe_check_view(const sinpe_array *a)
 {
     if (a == NULL || a->ndim < 1 || a->ndim > SINPE_MAX_DIMS || a->shape == NULL ||
-        a->strides == NULL || (unsigned)a->dtype > SINPE_FLOAT64) {
+        a->strides == NULL || (unsigned)a->dtype > SINPE_BFLOAT16) {
         return SINPE_ERR_INVALID;
     }
     for (int i = 0; i < a->ndim; ++i) {

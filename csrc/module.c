@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sinpe.h"
 
@@ -133,15 +134,63 @@ static int check_positions(long long offset, Py_ssize_t rows, const char *rows_n
     return 0;
 }
 
-static const char *const supported_dtypes = "float16, float32 or float64";
+static const char *const supported_dtypes =
+    "float16, float32, float64 or bfloat16 (ml_dtypes.bfloat16)";
+
+/* The label a private view carries in its dtype metadata ({"sinpe": label}):
+ * sinpe.torch passes torch tensors' memory this way, bfloat16 as int16 bits
+ * since NumPy has no bfloat16 of its own.  NULL when there is none. */
+static const char *torch_label(PyArray_Descr *descr)
+{
+    PyObject *metadata = PyDataType_METADATA(descr);
+    if (metadata == NULL || !PyDict_Check(metadata)) {
+        return NULL;
+    }
+    PyObject *label = PyDict_GetItemString(metadata, "sinpe"); /* borrowed */
+    return label != NULL && PyUnicode_Check(label) ? PyUnicode_AsUTF8(label) : NULL;
+}
+
+/* ml_dtypes.bfloat16, if ml_dtypes is imported: an array of it can exist
+ * only then, so sinpe never imports it (it stays optional). */
+static int is_ml_dtypes_bfloat16(PyArray_Descr *descr)
+{
+    PyObject *name = PyUnicode_FromString("ml_dtypes");
+    PyObject *module = name != NULL ? PyImport_GetModule(name) : NULL; /* never imports */
+    Py_XDECREF(name);
+    PyObject *type = module != NULL ? PyObject_GetAttrString(module, "bfloat16") : NULL;
+    Py_XDECREF(module);
+    PyErr_Clear(); /* absent module or attribute: simply not bfloat16 */
+    const int same = type != NULL && (PyObject *)descr->typeobj == type;
+    Py_XDECREF(type);
+    return same;
+}
 
 static int dtype_code(PyArray_Descr *descr, sinpe_dtype *code)
 {
+    const char *label = torch_label(descr);
+    if (label != NULL) {
+        if (strcmp(label, "torch.bfloat16") == 0 && PyDataType_ELSIZE(descr) == 2 &&
+            PyTypeNum_ISINTEGER(descr->type_num)) {
+            *code = SINPE_BFLOAT16;
+            return 0;
+        }
+        if (strcmp(label, "torch.float16") == 0 && descr->type_num == NPY_HALF) {
+            *code = SINPE_FLOAT16;
+            return 0;
+        }
+        PyErr_Clear(); /* PyUnicode_AsUTF8 cannot fail on a str, but be sure */
+        return -1;
+    }
     switch (descr->type_num) {
     case NPY_HALF: *code = SINPE_FLOAT16; return 0;
     case NPY_FLOAT: *code = SINPE_FLOAT32; return 0;
     case NPY_DOUBLE: *code = SINPE_FLOAT64; return 0;
-    default: return -1;
+    default:
+        if (is_ml_dtypes_bfloat16(descr)) {
+            *code = SINPE_BFLOAT16;
+            return 0;
+        }
+        return -1;
     }
 }
 
@@ -419,7 +468,7 @@ static PyObject *encode(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
                          (PyObject *)descr, supported_dtypes);
             goto fail;
         }
-        const Py_ssize_t itemsize = code == SINPE_FLOAT16 ? 2 : code == SINPE_FLOAT32 ? 4 : 8;
+        const Py_ssize_t itemsize = PyDataType_ELSIZE(descr);
         /* NumPy sizes ignore zero-length axes, so an empty (0, d) table is
          * still refused when d alone overflows: say so before it does. */
         if (cols > PY_SSIZE_T_MAX / itemsize / (rows > 0 ? rows : 1)) {

@@ -39,7 +39,8 @@ extern "C" {
 typedef enum {
     SINPE_FLOAT16 = 0, /* IEEE binary16 */
     SINPE_FLOAT32 = 1,
-    SINPE_FLOAT64 = 2
+    SINPE_FLOAT64 = 2,
+    SINPE_BFLOAT16 = 3 /* the top 16 bits of a float32 */
 } sinpe_dtype;
 
 enum {
