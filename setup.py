@@ -13,14 +13,15 @@ core = Extension(
     "sinpe._core",
     sources=[
         "csrc/module.c",
-        "csrc/kernels.c",
-        "csrc/layouts.c",
+        "csrc/args.c",
+        "csrc/plan.c",
+        "csrc/run.c",
         "csrc/rows.c",
         "csrc/table.c",
         "csrc/threads.c",
     ],
     # headers too, so that changing one rebuilds the files that include it
-    depends=sorted(glob("csrc/*.h") + glob("csrc/*.inc")),
+    depends=sorted(glob("csrc/*.h")),
     include_dirs=["csrc", numpy.get_include()],
     define_macros=[("NPY_TARGET_VERSION", "NPY_1_23_API_VERSION")],
     extra_compile_args=compile_args,

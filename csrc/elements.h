@@ -1,9 +1,10 @@
 /*
- * Internal: single elements and views of caller memory, shared by every
- * writer (rows.c, layouts.c) and entry point (kernels.c, layouts.c).
- * Elements go through memcpy, so any alignment and byte order is defined
- * behaviour; float16 rounds straight from the double (float16.h), so every
- * dtype holds the one rounding of the double value.
+ * Internal: single elements and views of caller memory, shared by the row
+ * writers (rows.c) and the planner (plan.c).  Elements go through memcpy,
+ * so any alignment and byte order is defined behaviour; the 16-bit formats
+ * round straight from the double (float16.h), so every dtype holds the one
+ * rounding of the double value.  sinpe_add_elem is the one definition of
+ * an add's arithmetic, which the fast loops of rows.c must match.
  */
 #ifndef SINPE_ELEMENTS_H
 #define SINPE_ELEMENTS_H
@@ -76,6 +77,36 @@ static inline double sinpe_load_elem(const char *src, sinpe_dtype dtype, int swa
         return wide;
     }
     }
+}
+
+/* The value of a double rounded to a 16-bit dtype (and widened back). */
+static inline double sinpe_round_small(sinpe_dtype dtype, double value)
+{
+    return dtype == SINPE_FLOAT16 ? sinpe_half_to_double(sinpe_double_to_half(value))
+                                  : sinpe_bfloat16_to_double(sinpe_double_to_bfloat16(value));
+}
+
+/* x * scale + t (just x * scale without t; x + t when scale is 1) in the
+ * arithmetic of dtype, as NumPy and torch compute it: float64 and float32
+ * in their own type, the 16-bit types one operation at a time in float32,
+ * each result rounded to the type.  x and t are values of dtype; scale is
+ * exact in float32 unless dtype is float64 (sinpe_plan.scale).  The result
+ * is a value of dtype, so storing it rounds nothing. */
+static inline double sinpe_add_elem(sinpe_dtype dtype, double x, const double *t, double scale)
+{
+    if (dtype == SINPE_FLOAT64) {
+        const double scaled = scale == 1.0 ? x : x * scale;
+        return t != NULL ? scaled + *t : scaled;
+    }
+    const float narrow = (float)x;
+    float scaled = scale == 1.0 ? narrow : narrow * (float)scale;
+    if (dtype == SINPE_FLOAT32) {
+        return t != NULL ? (double)(scaled + (float)*t) : (double)scaled;
+    }
+    if (scale != 1.0) {
+        scaled = (float)sinpe_round_small(dtype, scaled);
+    }
+    return t != NULL ? sinpe_round_small(dtype, scaled + (float)*t) : (double)scaled;
 }
 
 /* The shape of a view the kernels can walk: 1 .. SINPE_MAX_DIMS axes, no

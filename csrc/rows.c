@@ -1,9 +1,10 @@
 /*
  * Row writers (see rows.h).  Native-order contiguous float32/float64 rows,
  * the case that must run at memory speed, get loops fused with the value
- * expression and compiled per SIMD width; everything else (float16, swapped
- * bytes, any stride, unaligned data) goes element by element through
- * memcpy, which is slower but exact and free of alignment UB.
+ * expression (stores) or NumPy's own loop (adds) compiled per SIMD width;
+ * everything else (the 16-bit types, swapped bytes, any stride, unaligned
+ * data) goes element by element through memcpy, which is slower but exact
+ * and free of alignment UB.
  */
 #include "rows.h"
 #include "elements.h"
@@ -184,66 +185,66 @@ void sinpe_store_rows(const sinpe_row_format *fmt, char *dst, ptrdiff_t row_stri
     }
 }
 
-/* scale == 1 skips the multiply: 1.0 * x == x for every double (a NaN
- * stays the same quiet NaN), so the bits are the same either way.  The row
- * loop is inside so that short rows (d = 512 is 2 KB) are not each a call
- * through the clone dispatcher (measured ~15% of an add_ of d = 512). */
-SINPE_CLONES
-static void add_f32(char *dst, ptrdiff_t dst_stride, const double *pe, ptrdiff_t pe_stride,
-                    ptrdiff_t count, ptrdiff_t lanes, double scale)
+void sinpe_store_values(const sinpe_row_format *fmt, char *dst, const double *v, ptrdiff_t step,
+                        ptrdiff_t count)
 {
     for (ptrdiff_t i = 0; i < count; ++i) {
-        float *restrict x = (float *)(void *)(dst + i * dst_stride);
-        const double *restrict v = pe + i * pe_stride;
-        if (scale == 1.0) {
-            for (ptrdiff_t l = 0; l < lanes; ++l) {
-                x[l] = (float)((double)x[l] + v[l]);
-            }
-        } else {
-            for (ptrdiff_t l = 0; l < lanes; ++l) {
-                x[l] = (float)(scale * (double)x[l] + v[l]);
-            }
-        }
+        sinpe_store_elem(dst + i * fmt->col_stride, fmt->dtype, fmt->swapped, v[i * step]);
     }
 }
 
-SINPE_CLONES
-static void add_f64(char *dst, ptrdiff_t dst_stride, const double *pe, ptrdiff_t pe_stride,
-                    ptrdiff_t count, ptrdiff_t lanes, double scale)
+/* The fast adds: native contiguous float32/float64, the loop NumPy's add
+ * runs (one multiply unless scale is 1, one add, in the elements' type).
+ * The row loop is inside so that short rows (d = 512 is 2 KB) are not each
+ * a call through the clone dispatcher. */
+#define DEFINE_FAST_ADD(name, T)                                                             \
+    SINPE_CLONES                                                                             \
+    static void name(char *dst, ptrdiff_t dst_stride, const char *src, ptrdiff_t src_stride,  \
+                     ptrdiff_t rows, ptrdiff_t count, T scale)                               \
+    {                                                                                        \
+        for (ptrdiff_t i = 0; i < rows; ++i) {                                               \
+            T *restrict x = (T *)(void *)(dst + i * dst_stride);                             \
+            const T *restrict t = (const T *)(const void *)(src + i * src_stride);           \
+            if (scale == (T)1) {                                                             \
+                for (ptrdiff_t l = 0; l < count; ++l) {                                      \
+                    x[l] = x[l] + t[l];                                                      \
+                }                                                                            \
+            } else {                                                                         \
+                for (ptrdiff_t l = 0; l < count; ++l) {                                      \
+                    x[l] = x[l] * scale + t[l];                                              \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+    }
+
+DEFINE_FAST_ADD(add_f32, float)
+DEFINE_FAST_ADD(add_f64, double)
+
+void sinpe_add_rows(const sinpe_row_format *fmt, char *dst, ptrdiff_t dst_stride, const char *src,
+                    ptrdiff_t src_stride, ptrdiff_t rows, ptrdiff_t count, double scale)
 {
-    for (ptrdiff_t i = 0; i < count; ++i) {
-        double *restrict x = (double *)(void *)(dst + i * dst_stride);
-        const double *restrict v = pe + i * pe_stride;
-        if (scale == 1.0) {
-            for (ptrdiff_t l = 0; l < lanes; ++l) {
-                x[l] = x[l] + v[l];
-            }
-        } else {
-            for (ptrdiff_t l = 0; l < lanes; ++l) {
-                x[l] = scale * x[l] + v[l];
-            }
+    const size_t itemsize = sinpe_itemsize(fmt->dtype);
+    if (src != NULL && (uintptr_t)src % itemsize == 0 && src_stride % (ptrdiff_t)itemsize == 0) {
+        if (fmt->dtype == SINPE_FLOAT32 && is_plain(fmt, dst, dst_stride, 4)) {
+            add_f32(dst, dst_stride, src, src_stride, rows, count, (float)scale);
+            return;
+        }
+        if (fmt->dtype == SINPE_FLOAT64 && is_plain(fmt, dst, dst_stride, 8)) {
+            add_f64(dst, dst_stride, src, src_stride, rows, count, scale);
+            return;
         }
     }
-}
-
-void sinpe_add_rows(const sinpe_row_format *fmt, char *dst, ptrdiff_t dst_stride,
-                    const double *pe, ptrdiff_t pe_stride, ptrdiff_t count, ptrdiff_t lanes,
-                    double scale)
-{
-    if (fmt->dtype == SINPE_FLOAT32 && is_plain(fmt, dst, dst_stride, 4)) {
-        add_f32(dst, dst_stride, pe, pe_stride, count, lanes, scale);
-        return;
-    }
-    if (fmt->dtype == SINPE_FLOAT64 && is_plain(fmt, dst, dst_stride, 8)) {
-        add_f64(dst, dst_stride, pe, pe_stride, count, lanes, scale);
-        return;
-    }
-    for (ptrdiff_t i = 0; i < count; ++i) {
-        for (ptrdiff_t j = 0; j < lanes; ++j) {
+    const sinpe_dtype dtype = fmt->dtype;
+    for (ptrdiff_t i = 0; i < rows; ++i) {
+        for (ptrdiff_t j = 0; j < count; ++j) {
             char *elem = dst + i * dst_stride + j * fmt->col_stride;
-            const double value =
-                scale * sinpe_load_elem(elem, fmt->dtype, fmt->swapped) + pe[i * pe_stride + j];
-            sinpe_store_elem(elem, fmt->dtype, fmt->swapped, value);
+            double t = 0.0;
+            if (src != NULL) {
+                t = sinpe_load_elem(src + i * src_stride + (ptrdiff_t)itemsize * j, dtype, 0);
+            }
+            const double x = sinpe_load_elem(elem, dtype, fmt->swapped);
+            sinpe_store_elem(elem, dtype, fmt->swapped,
+                             sinpe_add_elem(dtype, x, src != NULL ? &t : NULL, scale));
         }
     }
 }

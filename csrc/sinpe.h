@@ -5,9 +5,14 @@
  *     w_k      = n ** (-2k / d)           k = j / 2 (integer division)
  *     PE[p, j] = sin(p * w_k)  for even j,  cos(p * w_k)  for odd j
  *
+ * Every table is one call, sinpe_run, of one plan: which frequencies, which
+ * column layout, which positions, store or add.  The defaults
+ * (sinpe_plan_default) are the table above with rows along axis 0.
+ *
  * Angles and values are computed in double and rounded once to the element
- * type.  Every element is a pure function of (p, j, d, n): any sub-range of
- * rows, computed alone or in any thread, has the same bits as the full table.
+ * type.  Every element is a pure function of (position, frequency): any
+ * sub-range of rows, computed alone or in any thread, has the same bits as
+ * the full table.
  */
 #ifndef SINPE_H
 #define SINPE_H
@@ -30,6 +35,11 @@ extern "C" {
 #define SINPE_MIN_BASE 1.0
 #define SINPE_MAX_BASE 1e30
 
+/* The most any angle |p * w| may reach (block starts included): the range
+ * where the kernel's sincos reduces exactly.  Explicit frequencies are
+ * checked against it. */
+#define SINPE_MAX_ANGLE 67108864.0
+
 /* The most axes an array may have (NumPy 2 allows 64). */
 #define SINPE_MAX_DIMS 64
 
@@ -50,14 +60,8 @@ enum {
     SINPE_ERR_CANCELLED = 3 /* the cancel callback asked to stop */
 };
 
-/* A cancel callback: the kernel calls it from the calling thread, between
- * chunks of rows (about every 8 MB written by that thread), only while work
- * remains; nonzero stops the call.  It is never called from helper threads
- * and never for small calls.  The CPython binding uses it to take the GIL,
- * run PyErr_CheckSignals() (Ctrl-C) and release the GIL again. */
-typedef int (*sinpe_cancel_fn)(void *context);
-
-/* A strided view of caller memory.  The last axis holds the features. */
+/* A strided view of caller memory.  The last axis holds the features; every
+ * other index is a row. */
 typedef struct {
     char *data;               /* address of element (0, ..., 0) */
     sinpe_dtype dtype;
@@ -67,32 +71,105 @@ typedef struct {
     const ptrdiff_t *strides; /* in bytes, any sign */
 } sinpe_array;
 
-/* Fills a 2-D array (rows = positions offset .. offset + shape[0] - 1,
- * columns = the d = shape[1] features).  Returns a SINPE_* status; on
- * SINPE_ERR_NOMEM or SINPE_ERR_INVALID nothing has been written. */
-int sinpe_encode(const sinpe_array *out, double n, int64_t offset);
+/* Where the two values of frequency k go among the d columns (m = number
+ * of frequencies). */
+typedef enum {
+    SINPE_INTERLEAVED = 0,  /* sin at 2k, cos at 2k + 1 (the paper) */
+    SINPE_CONCATENATED = 1, /* sin at k, cos at m + k */
+    /* grids: every axis' sines (in `order`), then every axis' cosines in the
+     * same order; elsewhere the same as SINPE_CONCATENATED */
+    SINPE_SINES_FIRST = 2
+} sinpe_layout;
 
-/* Flags of sinpe_encode_ex. */
+typedef enum {
+    SINPE_PAPER = 0,  /* w_k = n**(-2k/d), k < ceil(d/2): an odd d ends with a sine */
+    SINPE_FAIRSEQ = 1 /* w_k = n**(-k/max(d/2 - 1, 1)), k < d/2: an odd d ends with a zero */
+} sinpe_schedule;
+
+/* A cancel callback: the kernel calls it from the calling thread, between
+ * chunks (about every 8 MB written by that thread), only while work
+ * remains; nonzero stops the call.  It is never called from helper threads
+ * and never for small calls.  The CPython binding uses it to take the GIL,
+ * run PyErr_CheckSignals() (Ctrl-C) and release the GIL again. */
+typedef int (*sinpe_cancel_fn)(void *context);
+
+/* Flags of a plan. */
 enum {
-    /* `out` was just allocated: a large one (32 MB or more) then comes
-     * fresh from the OS, whose page zeroing leaves it in the caches, so it
-     * is written with plain stores rather than streaming ones.  Only speed
-     * depends on this flag, never values. */
-    SINPE_FRESH_OUTPUT = 1
+    /* The outputs were just allocated: a large one (32 MB or more) then
+     * comes fresh from the OS, whose page zeroing leaves it in the caches,
+     * so it is written with plain stores rather than streaming ones.  Only
+     * speed depends on this flag, never values. */
+    SINPE_FRESH_OUTPUT = 1,
+    /* The caller guarantees that positions and padding are private to this
+     * call (nothing writes them while it runs, and they share no memory
+     * with an output): sinpe_run then reads them in place instead of
+     * taking its own copy first. */
+    SINPE_PRIVATE_INPUTS = 2
 };
 
-/* sinpe_encode with flags and a cancel callback (NULL: none).  On
- * SINPE_ERR_CANCELLED some rows have been written and others not: discard
- * the array.  Every helper thread has stopped when it returns. */
-int sinpe_encode_ex(const sinpe_array *out, double n, int64_t offset, unsigned flags,
-                    sinpe_cancel_fn cancel, void *cancel_context);
+/* One call.  Start from sinpe_plan_default() and set what differs. */
+typedef struct {
+    /* The frequencies: freq[0 .. nfreq) when freq is not NULL (finite,
+     * >= 0; nfreq = d / 2 or (d + 1) / 2, RoPE d / 2), else `schedule`
+     * with base n. */
+    double n;
+    sinpe_schedule schedule;
+    const double *freq;
+    ptrdiff_t nfreq;
 
-/* x = scale * x + PE in place, in one pass.  Positions run along pos_axis
- * (not the last axis), features along the last axis, every other axis is
- * batch.  Arithmetic is in double, rounded once per element.  Returns a
- * SINPE_* status; on any non-OK status x is unchanged. */
-int sinpe_add(const sinpe_array *x, int pos_axis, double n, int64_t offset,
-              double scale);
+    /* The columns: `layout` of the table, or with rope set RoPE caches: out
+     * gets cos and out2 sin of p * w_k at columns k and m + k
+     * (concatenated) or 2k and 2k + 1 (interleaved); d even. */
+    sinpe_layout layout;
+    int rope;
+
+    /* The positions of the rows (every index but the last, C order):
+     * pos_axis >= 0: the row at index i along that axis is position
+     * offset + i, the same on every other axis; pos_axis < 0: one position
+     * per row, exactly one of ints and reals (finite; integral reals take
+     * the integer path, others are evaluated directly).  padding: NULL, or
+     * one flag per row; flagged rows get a zero table row (adds: x * scale). */
+    int pos_axis;
+    int64_t offset;
+    const int64_t *ints;
+    const double *reals;
+    const unsigned char *padding;
+
+    /* A grid, when split is not NULL: the rows' indices are the positions,
+     * one per axis; axis a is encoded by the width-split[a] table of its
+     * index (split[a] >= 1, even for SINPE_SINES_FIRST, sum d), the axes'
+     * columns in the order order[0], order[1], ...  pos_axis, offset, ints,
+     * reals and padding must then be left at their defaults. */
+    const ptrdiff_t *split;
+    const int *order;
+
+    /* add: out = out * scale + T in out's own arithmetic, T the table in
+     * out's dtype (float16/bfloat16: each operation in float32, rounded to
+     * the type).  scale is used as given for float64 and rounded to float32
+     * otherwise; pass it already rounded to get another scalar rule (NumPy
+     * rounds it to the array's dtype).  scale == 1: out + T. */
+    int add;
+    double scale;
+
+    unsigned flags;          /* SINPE_FRESH_OUTPUT | SINPE_PRIVATE_INPUTS */
+    sinpe_cancel_fn cancel;  /* stores only: adds are all or nothing */
+    void *cancel_context;
+} sinpe_plan;
+
+static inline sinpe_plan sinpe_plan_default(void)
+{
+    sinpe_plan plan = {10000.0, SINPE_PAPER, NULL, 0, SINPE_INTERLEAVED, 0, 0, 0, NULL, NULL,
+                       NULL, NULL, NULL, 0, 1.0, 0, NULL, NULL};
+    return plan;
+}
+
+/* Runs a plan into out (and out2 for RoPE: same shape).  Returns a SINPE_*
+ * status.  On SINPE_ERR_NOMEM or SINPE_ERR_INVALID nothing has been
+ * written; on SINPE_ERR_CANCELLED some rows have been written and others
+ * not (discard or rewrite them).  Positions, padding and frequencies may
+ * share memory with the outputs: they are read before anything is written.
+ * Every helper thread has stopped when it returns. */
+int sinpe_run(const sinpe_plan *plan, const sinpe_array *out, const sinpe_array *out2);
 
 /* Threads used by large calls (small calls always use one).  The default is
  * the number of cores this process may run on.  Returns SINPE_ERR_INVALID

@@ -61,7 +61,11 @@ assert core.__file__.startswith(os.environ["PYTHONPATH"].split(":")[0]), core.__
 print("asan.sh: testing", core.__file__)
 PY
 status=0
-"$python" -m pytest "$@" || status=$?
+# --capture=sys: pytest captures Python's sys.stdout/stderr only, so a report
+# the sanitizer runtime writes to file descriptor 2 before halting reaches
+# this script's output even when log_path is not honoured (UBSan's is not,
+# with the ASan runtime preloaded).
+"$python" -m pytest --capture=sys "$@" || status=$?
 
 # Warnings ("failed to allocate 0x... bytes" under allocator_may_return_null)
 # are expected; errors are not.

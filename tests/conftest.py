@@ -124,6 +124,47 @@ def sinpe_double_bound(positions, d: int, n: float) -> np.ndarray:
     return (p * (np.abs(np.log(w)) + 3.0) + split) * w * U64 + SINPE_VALUE_ERROR * U64
 
 
+def numpy_add(x: np.ndarray, table: np.ndarray, scale: float = 1.0, padding=None) -> np.ndarray:
+    """What ``add_`` must leave in ``x``, computed by NumPy itself (DESIGN section 1).
+
+    ``x * x.dtype.type(scale) + table`` (``x + table`` when ``scale == 1``), in
+    ``x``'s own arithmetic, where ``table`` is sinpe's table in ``x.dtype``
+    already broadcast against ``x``; rows flagged by ``padding`` (shape
+    ``x.shape[:-1]``) get ``x * scale`` only.  Returns a new array of ``x``'s
+    dtype (byte order included).
+    """
+    native = x.astype(x.dtype.newbyteorder("=")) if not x.dtype.isnative else x
+    table = np.asarray(table).astype(native.dtype)
+    with np.errstate(all="ignore"):
+        scaled = native * native.dtype.type(scale) if scale != 1 else native.copy()
+        out = scaled + table
+    if padding is not None:
+        out = np.where(np.asarray(padding)[..., None], scaled, out)
+    return out.astype(x.dtype)
+
+
+def bits_of(a: np.ndarray) -> np.ndarray:
+    """The elements' bit patterns (native order), to compare arrays bit for bit (NaNs too)."""
+    native = np.ascontiguousarray(a).astype(a.dtype.newbyteorder("="))
+    return native.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[native.dtype.itemsize])
+
+
+def assert_bits_equal(got: np.ndarray, want: np.ndarray, what: str = "") -> None:
+    """Bit identity, element by element, except that a NaN only has to be a NaN
+    (NumPy, torch and ml_dtypes disagree on NaN payloads in the 16-bit types)."""
+    assert got.shape == want.shape and got.dtype == want.dtype, (what, got.dtype, want.dtype)
+    got_nan = np.isnan(np.asarray(got, dtype=np.float64))
+    want_nan = np.isnan(np.asarray(want, dtype=np.float64))
+    assert np.array_equal(got_nan, want_nan), f"{what}: NaNs differ"
+    g, w = bits_of(got), bits_of(want)
+    bad = (g != w) & ~want_nan
+    assert not bad.any(), (
+        f"{what}: {int(bad.sum())} of {bad.size} elements differ in their bits, first at "
+        f"{np.argwhere(bad)[0].tolist()}: got {got[tuple(np.argwhere(bad)[0])]!r}, "
+        f"want {want[tuple(np.argwhere(bad)[0])]!r}"
+    )
+
+
 def positions_of(offset: int, L: int) -> np.ndarray:
     return np.arange(offset, offset + L, dtype=np.int64)
 

@@ -34,6 +34,7 @@ from conftest import (
     U64,
     double_error_bound,
     freq64,
+    numpy_add,
     positions_of,
     sample_offsets,
     sinpe_double_bound,
@@ -121,17 +122,14 @@ def test_narrow_output_is_float64_output_rounded_once(dtype, d):
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
-@pytest.mark.parametrize("scale", [1.0, 2.0, 0.5, -1.0, 0.0])
-def test_add_is_scale_x_plus_float64_table_rounded_once(dtype, scale):
-    """add_ rounds scale * x + PE once from double (also for float16 input).
-
-    With scale a power of two (or 0), scale * x is exact in double, so the
-    double sum has a single rounding however it is computed (FMA or not)."""
+@pytest.mark.parametrize("scale", [1.0, 2.0, 0.5, -1.0, 0.0, 22.627416997969522, 0.1])
+def test_add_is_numpy_x_times_scale_plus_the_table(dtype, scale):
+    """add_ leaves x bit-identical to NumPy's x * x.dtype.type(scale) + T, T the
+    table in x's dtype (float16: NumPy's half arithmetic)."""
     B, L, d, offset = 3, 200, 33, -100
     rng = np.random.default_rng(7)
     x = (rng.standard_normal((B, L, d)) * 4).astype(dtype)
-    table = sinpe.encode(L, d, 100.0, offset=offset, dtype=np.float64)
-    expected = (scale * x.astype(np.float64) + table[None]).astype(dtype)
+    expected = numpy_add(x, sinpe.encode(L, d, 100.0, offset=offset, dtype=dtype)[None], scale)
     got = sinpe.add_(x, 100.0, offset=offset, scale=scale)
     assert got is x and x.dtype == dtype
     np.testing.assert_array_equal(bits(x), bits(expected))

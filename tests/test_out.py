@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import sinpe
-from conftest import double_error_bound, positions_of, sinpe_double_bound, table64
+from conftest import double_error_bound, numpy_add, positions_of, sinpe_double_bound, table64
 
 DTYPES = [np.float16, np.float32, np.float64]
 L, D = 70, 13  # 70 rows cross several restart blocks; odd d
@@ -212,17 +212,15 @@ def test_dtype_spellings(spelling, want):
 
 # ------------------------------------------------------------------ add_ layouts
 def add_reference(x: np.ndarray, axis: int, n=10000.0, offset=0, scale=1.0) -> np.ndarray:
-    """scale * x + PE in double, rounded once to x's dtype (native byte order).
-
-    PE is sinpe's float64 table; test_accuracy checks that add_ rounds exactly
-    this once for power-of-two scales, so the tests here (scale 1, 2, 0.5) are
-    about layout alone."""
+    """NumPy's x * x.dtype.type(scale) + T (native byte order), T sinpe's table
+    in x's dtype broadcast along the batch axes: the tests here are about
+    memory layouts, test_accuracy about the arithmetic itself."""
     pos_axis = axis % x.ndim
-    table = sinpe.encode(x.shape[pos_axis], x.shape[-1], n, offset=offset, dtype=np.float64)
+    native = x.dtype.newbyteorder("=")
+    table = sinpe.encode(x.shape[pos_axis], x.shape[-1], n, offset=offset, dtype=native)
     shape = [1] * x.ndim
     shape[pos_axis], shape[-1] = table.shape
-    wide = scale * x.astype(np.float64) + table.reshape(shape)
-    return wide.astype(x.dtype.newbyteorder("="))
+    return numpy_add(x.astype(native), table.reshape(shape), scale)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -1,12 +1,12 @@
 """Every code path of the kernels, against the float64 reference and against each other.
 
-The kernels choose a path per call (csrc/kernels.c, csrc/rows.c): one thread
-or several; feature tiles of 1024 lanes; cached step tables or, for wide
-tables (d > 4096), step rows built per tile; plain contiguous loops, the
-element-by-element writer (float16, byte-swapped, strided, unaligned), and
-streaming stores for tables of 8 MB or more (plain stores for new arrays of 32 MB
-or more); for add_ a PE tile
-walked batch-first or seq-first.  Each must keep the promise (within 2**-24
+The kernels choose a path per call (csrc/plan.c, csrc/run.c, csrc/rows.c):
+one thread or several; feature tiles of 1024 lanes; cached step tables or,
+for wide tables (d > 4096), step rows built per tile; plain contiguous loops,
+the element-by-element writer (float16, byte-swapped, strided, unaligned),
+and streaming stores for tables of 8 MB or more (plain stores for new arrays
+of 32 MB or more); for add_ a tile of the table in the array's dtype, added
+batch-first or seq-first.  Each must keep the promise (within 2**-24
 of exact for float32), and all must give the same bits for the same element:
 DESIGN.md makes every element a pure function of (p, j, d, n), so thread
 counts, row ranges, call shapes, dtypes and paths may not change a bit.
@@ -23,7 +23,14 @@ import numpy as np
 import pytest
 
 import sinpe
-from conftest import U32, double_error_bound, positions_of, sinpe_double_bound, table64
+from conftest import (
+    U32,
+    double_error_bound,
+    numpy_add,
+    positions_of,
+    sinpe_double_bound,
+    table64,
+)
 
 THREAD_COUNTS = (1, 2, 3, 5)
 
@@ -155,12 +162,12 @@ def test_streaming_stores_for_large_out_match_plain_stores(threads, d):
 # ---------------------------------------------------------------- add_
 
 def expected_add(x: np.ndarray, axis: int, offset: int, scale: float) -> np.ndarray:
-    """scale * x + PE in double, rounded once, PE broadcast along the batch axes."""
+    """NumPy's x * x.dtype.type(scale) + T, T broadcast along the batch axes."""
     L, d = x.shape[axis], x.shape[-1]
-    pe = sinpe.encode(L, d, offset=offset, dtype=np.float64)
+    pe = sinpe.encode(L, d, offset=offset, dtype=x.dtype.newbyteorder("="))
     shape = [1] * x.ndim
     shape[axis], shape[-1] = L, d
-    return (scale * x.astype(np.float64) + pe.reshape(shape)).astype(x.dtype)
+    return numpy_add(x, pe.reshape(shape), scale)
 
 
 @pytest.mark.parametrize("shape, axis", [
@@ -172,7 +179,7 @@ def expected_add(x: np.ndarray, axis: int, offset: int, scale: float) -> np.ndar
     ((2, 33, 8193), 1),       # wide table
 ])
 @pytest.mark.parametrize("scale", [1.0, 22.627416997969522])
-def test_add_paths_match_double_arithmetic_rounded_once(threads, shape, axis, scale):
+def test_add_paths_match_numpy_arithmetic(threads, shape, axis, scale):
     rng = np.random.default_rng(1)
     x0 = rng.standard_normal(shape).astype(np.float32)
     want = expected_add(x0, axis, 11, scale)

@@ -19,10 +19,11 @@ import os
 import re
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 import test_variant_recipes as R
-from conftest import SINPE_VALUE_ERROR, U32, U64
+from conftest import SINPE_VALUE_ERROR, U32, U64, assert_bits_equal, numpy_add
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -170,8 +171,8 @@ def test_fairseq_forward(torch):
     sinpe.add_(x, layout="concatenated", schedule="fairseq", positions=positions, padding=~m,
                scale=2.0)
     pe = sinpe.encode_at(positions, d, layout="concatenated", schedule="fairseq", padding=~m,
-                         dtype=np.float64)
-    assert np.array_equal(x, (2.0 + pe).astype(np.float32))
+                         dtype=np.float32)
+    assert_bits_equal(x, numpy_add(np.ones_like(x), pe, 2.0, ~m))
 
 
 def test_fairseq_incremental_step_is_a_row_of_the_table():
@@ -441,21 +442,21 @@ def test_dtypes_byte_order_and_strides_round_the_double_once(dtype):
 
 @pytest.mark.parametrize("layout", ["interleaved", "concatenated"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
-def test_add_with_variants_is_one_rounding(layout, dtype):
+def test_add_with_variants_is_numpy_arithmetic(layout, dtype):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((3, 50, 9)).astype(dtype)
     before = x.copy()
     sinpe.add_(x, offset=7, layout=layout, schedule="fairseq", scale=1.5)
-    pe = sinpe.encode(50, 9, offset=7, layout=layout, schedule="fairseq", dtype=np.float64)
-    assert np.array_equal(x, (1.5 * before.astype(np.float64) + pe).astype(dtype))
+    pe = sinpe.encode(50, 9, offset=7, layout=layout, schedule="fairseq", dtype=dtype)
+    assert_bits_equal(x, numpy_add(before, pe, 1.5))
     # seq-first with per-token positions (packed documents, negative, left padding)
     y = rng.standard_normal((6, 2, 9)).astype(dtype)
     before = y.copy()
     positions = np.array([[0, -3], [1, -2], [2, -1], [0, 0], [1, 1], [2, 2]])
     padding = positions < 0
     sinpe.add_(y, layout=layout, positions=positions, padding=padding)
-    pe = sinpe.encode_at(positions, 9, layout=layout, padding=padding, dtype=np.float64)
-    assert np.array_equal(y, (before.astype(np.float64) + pe).astype(dtype))
+    pe = sinpe.encode_at(positions, 9, layout=layout, padding=padding, dtype=dtype)
+    assert_bits_equal(y, numpy_add(before, pe, 1.0, padding))
 
 
 def test_float_positions():
@@ -548,37 +549,45 @@ def test_shards_are_bit_identical(v, start, data):
         sinpe.set_num_threads(old)
 
 
+ADD_DTYPES = ["float32", "float64", "float16", ">f4", "<f8", ">f2", "bfloat16"]
+
+
 @SHARDS
 @given(v=variants, data=st.data())
-def test_add_is_scale_x_plus_the_table_rounded_once(v, data):
-    """Every add_ route (positions along an axis or per token; few distinct
-    positions, whose rows are made once, or many, made in place; padding;
-    batch-first or seq-first; any dtype, byte order, stride, thread count)
-    gives exactly round(scale * x + PE) with PE the float64 table."""
+def test_add_is_numpy_x_times_scale_plus_the_table(v, data):
+    """Every add_ route (positions along an axis or per token; positions that
+    repeat across sequences, distinct ones, non-integral ones; padding;
+    batch-first or seq-first; any dtype, byte order, stride, scale, thread
+    count) leaves x bit-identical to NumPy's x * x.dtype.type(scale) + T, T
+    the table encode / encode_at gives in x's dtype; padding rows x * scale."""
     d, kw = v["d"], _kw(v)
     B, L = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 70))
     seq_first = data.draw(st.booleans())
-    dtype = data.draw(st.sampled_from(["float32", "float64", "float16", ">f4"]))
-    scale = data.draw(st.sampled_from([1.0, 0.5, 3.0]))
-    kind = data.draw(st.sampled_from(["range", "repeating", "distinct", "padded"]))
+    name = data.draw(st.sampled_from(ADD_DTYPES))
+    dtype = np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+    scale = data.draw(st.sampled_from([1.0, 0.5, 3.0, -2.0, 0.1, float(np.sqrt(d))]))
+    kind = data.draw(st.sampled_from(["range", "repeating", "distinct", "padded", "fractional"]))
     strided = data.draw(st.booleans())
     threads = data.draw(st.integers(1, 3))
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     shape = (L, B, d) if seq_first else (B, L, d)
-    base = rng.standard_normal(shape[:2] + (2 * d,)).astype(dtype)
+    base = (rng.standard_normal(shape[:2] + (2 * d,)) * 3).astype(dtype)
     x = base[..., ::2] if strided else base[..., :d]
-    before = x.astype(np.float64)
+    before = x.copy()
+    padding = None
     old = sinpe.get_num_threads()
     try:
         sinpe.set_num_threads(threads)
         if kind == "range":
             offset = data.draw(st.integers(-100, 100))
             sinpe.add_(x, axis=0 if seq_first else 1, offset=offset, scale=scale, **kw)
-            pe = sinpe.encode(L, d, offset=offset, dtype=np.float64, **kw)
+            pe = sinpe.encode(L, d, offset=offset, dtype=dtype, **kw)
             pe = pe[:, None, :] if seq_first else pe[None, :, :]
         else:
             if kind == "distinct":
                 positions = rng.integers(-3000, 3000, (B, L))
+            elif kind == "fractional":  # interpolated positions, some integral
+                positions = np.round(rng.uniform(-40, 40, (B, L)) * 4) / 4
             else:  # left-padded sequences: the same positions shifted per sequence
                 positions = np.arange(L)[None, :] - rng.integers(0, 5, (B, 1))
             padding = positions < 0 if kind == "padded" else None
@@ -586,23 +595,23 @@ def test_add_is_scale_x_plus_the_table_rounded_once(v, data):
                 positions = positions.T
                 padding = None if padding is None else padding.T
             sinpe.add_(x, positions=positions, padding=padding, scale=scale, **kw)
-            pe = sinpe.encode_at(positions, d, padding=padding, dtype=np.float64, **kw)
+            pe = sinpe.encode_at(positions, d, padding=padding, dtype=dtype, **kw)
     finally:
         sinpe.set_num_threads(old)
-    assert np.array_equal(x, (scale * before + pe).astype(dtype))
+    assert_bits_equal(x, numpy_add(before, pe, scale, padding), f"{kind} {name}")
 
 
 def test_add_of_a_wide_table_in_place_and_from_rows_made_once():
     d = 2 * 2048 + 6  # wide: frequency tiles, step rows built per tile
     rng = np.random.default_rng(1)
-    for positions in (np.tile(np.arange(-3, 37), (4, 1)),    # repeating: rows made once
-                      rng.integers(-5000, 5000, (4, 40))):   # distinct: rows made in place
+    for positions in (np.tile(np.arange(-3, 37), (4, 1)),    # repeating: one range per window
+                      rng.integers(-5000, 5000, (4, 40))):   # distinct: a row each
         x = rng.standard_normal((4, 40, d)).astype(np.float32)
-        before = x.astype(np.float64)
+        before = x.copy()
         sinpe.add_(x, positions=positions, layout="concatenated", schedule="fairseq")
         pe = sinpe.encode_at(positions, d, layout="concatenated", schedule="fairseq",
-                             dtype=np.float64)
-        assert np.array_equal(x, (before + pe).astype(np.float32))
+                             dtype=np.float32)
+        assert_bits_equal(x, numpy_add(before, pe))
 
 
 @SHARDS

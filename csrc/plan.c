@@ -1,0 +1,498 @@
+/*
+ * sinpe_run: checks a call (sinpe.h), makes its plan (plan.h) and runs the
+ * chunks on the thread pool.  Everything that can fail (a bad argument, no
+ * memory) fails here, before any output is written; after it only a cancel
+ * can stop the call.  The cut, the one place where a call is split into
+ * chunks, threads, streaming stores and cancel points, is `cut` below.
+ */
+#include "plan.h"
+#include "elements.h"
+#include "threads.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Output bytes per store chunk: big enough that the pool hand-off vanishes,
+ * small enough to balance two threads and to check for Ctrl-C often. */
+#define CHUNK_BYTES ((double)(256 << 10))
+/* An add's tile of table rows per worker: a quarter of L2 or less, so it
+ * stays there while the array streams past it. */
+#define ADD_TILE_BYTES ((double)(256 << 10))
+/* A grid's band of whole rows, written by every axis while it is cached. */
+#define BAND_BYTES ((double)(1 << 20))
+/* Below this much output a call stays on one thread: waking a helper
+ * (~4 us) would cost more than it saves. */
+#define PARALLEL_MIN_BYTES ((double)(256 << 10))
+/* The calling thread asks the cancel callback about this often. */
+#define CANCEL_BYTES ((double)(8 << 20))
+/* Tables this large are written with streaming stores (rows.c), which skip
+ * the read-for-ownership of every line and do not evict the rest of the
+ * caches: measured 7-12% faster at 10 MB, 2x at 256 MB into an existing
+ * array.  Except fresh arrays of FRESH_PLAIN_MIN_BYTES or more: those come
+ * straight from the OS, whose page zeroing leaves their lines in the
+ * caches, so plain stores are faster there (65 ms instead of 93 ms for
+ * 256 MB). */
+#define STREAM_MIN_BYTES ((double)(8 << 20))
+#define FRESH_PLAIN_MIN_BYTES ((double)(32 << 20))
+
+static ptrdiff_t min_ptrdiff(ptrdiff_t a, ptrdiff_t b)
+{
+    return a < b ? a : b;
+}
+
+/* For a, b >= 1, without the overflow of (a + b - 1) / b. */
+static ptrdiff_t ceil_div(ptrdiff_t a, ptrdiff_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+/* x clamped to [1, most] as a count (x may be huge or not finite). */
+static ptrdiff_t count_in(double x, ptrdiff_t most)
+{
+    return !(x >= 1.0) ? 1 : x >= (double)most ? most : (ptrdiff_t)x;
+}
+
+static void plan_free(plan_t *plan)
+{
+    if (plan == NULL) {
+        return;
+    }
+    for (int g = 0; plan->groups != NULL && g < plan->ngroups; ++g) {
+        sinpe_table_release(plan->groups[g].table);
+    }
+    free(plan->groups);
+    free(plan->scratch);
+    free(plan->tiles);
+    free(plan->built);
+    free(plan->snapshot);
+    free(plan);
+}
+
+/* ------------------------------------------------------------------ */
+/* Checks of the call (the contract of sinpe.h). */
+
+static int check_outputs(const sinpe_plan *p, const sinpe_array *out, const sinpe_array *out2)
+{
+    if (sinpe_check_view(out) != SINPE_OK || (p->rope != 0) != (out2 != NULL)) {
+        return SINPE_ERR_INVALID;
+    }
+    if (out2 != NULL) {
+        if (sinpe_check_view(out2) != SINPE_OK || out2->ndim != out->ndim) {
+            return SINPE_ERR_INVALID;
+        }
+        for (int i = 0; i < out->ndim; ++i) {
+            if (out2->shape[i] != out->shape[i]) {
+                return SINPE_ERR_INVALID;
+            }
+        }
+    }
+    return SINPE_OK;
+}
+
+/* Frequencies, layout and what is done, for a row of d columns. */
+static int check_columns(const sinpe_plan *p, ptrdiff_t d)
+{
+    if (d < 1 || (p->rope && d % 2 != 0) || (unsigned)p->layout > SINPE_SINES_FIRST ||
+        (p->add && (p->rope || p->split != NULL || !isfinite(p->scale)))) {
+        return SINPE_ERR_INVALID;
+    }
+    if (p->freq != NULL) {
+        const ptrdiff_t m = p->nfreq;
+        return p->split == NULL &&
+                       (p->rope ? m == d / 2 : (m == d / 2 || m == (d + 1) / 2))
+                   ? SINPE_OK
+                   : SINPE_ERR_INVALID;
+    }
+    return p->n >= SINPE_MIN_BASE && p->n <= SINPE_MAX_BASE && /* also rejects NaN */
+                   (p->schedule == SINPE_PAPER || (p->schedule == SINPE_FAIRSEQ && !p->rope))
+               ? SINPE_OK
+               : SINPE_ERR_INVALID;
+}
+
+static int check_grid(const sinpe_plan *p, const sinpe_array *out)
+{
+    const int r = out->ndim - 1;
+    if (p->order == NULL || r < 1 || p->pos_axis != 0 || p->offset != 0 || p->ints != NULL ||
+        p->reals != NULL || p->padding != NULL) {
+        return SINPE_ERR_INVALID;
+    }
+    int seen[SINPE_MAX_DIMS] = {0};
+    ptrdiff_t total = 0;
+    for (int a = 0; a < r; ++a) {
+        const ptrdiff_t w = p->split[a];
+        if (p->order[a] < 0 || p->order[a] >= r || seen[p->order[a]]++ || w < 1 ||
+            w > out->shape[r] || (p->layout == SINPE_SINES_FIRST && w % 2 != 0) ||
+            out->shape[a] > SINPE_MAX_POSITION + 1) {
+            return SINPE_ERR_INVALID;
+        }
+        total += w; /* each <= d, at most 63 terms: no overflow */
+    }
+    return total == out->shape[r] ? SINPE_OK : SINPE_ERR_INVALID;
+}
+
+static int check_positions(const sinpe_plan *p, int nrow_axes)
+{
+    if (p->split != NULL) {
+        return SINPE_OK;
+    }
+    if (p->pos_axis >= 0) {
+        return p->pos_axis < nrow_axes && p->ints == NULL && p->reals == NULL ? SINPE_OK
+                                                                              : SINPE_ERR_INVALID;
+    }
+    return (p->ints == NULL) != (p->reals == NULL) ? SINPE_OK : SINPE_ERR_INVALID;
+}
+
+/* The largest |position| of the call, or -1 when one is out of the
+ * supported range (or not finite). */
+static double max_abs_position(const plan_t *plan, const sinpe_plan *p, ptrdiff_t rows,
+                               ptrdiff_t outer_count)
+{
+    const double bound = (double)SINPE_MAX_POSITION;
+    if (p->split != NULL) {
+        return 0.0; /* indices, checked per axis (check_grid) */
+    }
+    if (p->pos_axis >= 0) {
+        const double lo = (double)p->offset, hi = (double)p->offset + (double)(outer_count - 1);
+        const double most = fabs(lo) > fabs(hi) ? fabs(lo) : fabs(hi);
+        return most <= bound ? most : -1.0;
+    }
+    double most = 0.0;
+    for (ptrdiff_t i = 0; i < rows; ++i) {
+        const double x = plan->ints != NULL ? (double)plan->ints[i] : plan->reals[i];
+        if (!(fabs(x) <= bound)) { /* NaN too */
+            return -1.0;
+        }
+        most = fabs(x) > most ? fabs(x) : most;
+    }
+    return most;
+}
+
+/* ------------------------------------------------------------------ */
+/* Making the plan. */
+
+/* Private copies of positions and padding (sinpe.h: they may share memory
+ * with an output, which is written while they are read). */
+static int take_inputs(plan_t *plan, const sinpe_plan *p, ptrdiff_t rows)
+{
+    plan->ints = p->ints;
+    plan->reals = p->reals;
+    plan->padding = p->padding;
+    if ((p->flags & SINPE_PRIVATE_INPUTS) || (p->ints == NULL && p->reals == NULL && p->padding == NULL)) {
+        return SINPE_OK;
+    }
+    const size_t values = p->ints != NULL || p->reals != NULL ? (size_t)rows * 8 : 0;
+    const size_t flags = p->padding != NULL ? (size_t)rows : 0;
+    char *copy = malloc(values + flags + 1);
+    if (copy == NULL) {
+        return SINPE_ERR_NOMEM;
+    }
+    plan->snapshot = copy;
+    if (p->ints != NULL) {
+        plan->ints = memcpy(copy, p->ints, values);
+    } else if (p->reals != NULL) {
+        plan->reals = memcpy(copy, p->reals, values);
+    }
+    if (p->padding != NULL) {
+        plan->padding = memcpy(copy + values, p->padding, flags);
+    }
+    return SINPE_OK;
+}
+
+static sinpe_table *group_table(const sinpe_plan *p, ptrdiff_t width, ptrdiff_t nfreq)
+{
+    if (p->freq != NULL) {
+        return sinpe_table_from_freq(p->freq, nfreq);
+    }
+    return p->schedule == SINPE_PAPER ? sinpe_table_standard(p->n, width)
+                                      : sinpe_table_fairseq(p->n, width);
+}
+
+/* Group g: `width` columns from `col`, positions along row `axis` (or per
+ * row), the row axes split into outer and inner (plan.h). */
+static int make_group(plan_t *plan, const sinpe_plan *p, const sinpe_array *const *outs,
+                      group_t *g, int axis, ptrdiff_t col, ptrdiff_t width, ptrdiff_t sines_before,
+                      double most)
+{
+    const int nrow_axes = outs[0]->ndim - 1;
+    g->width = width;
+    g->nfreq = p->freq != NULL ? p->nfreq : p->schedule == SINPE_PAPER ? (width + 1) / 2 : width / 2;
+    g->col = col;
+    g->interleaved = p->layout == SINPE_INTERLEAVED;
+    g->sin_col = p->layout == SINPE_SINES_FIRST && p->split != NULL ? sines_before : col;
+    g->cos_col = p->layout == SINPE_SINES_FIRST && p->split != NULL ? plan->d / 2 + sines_before
+                                                                   : col + g->nfreq;
+    g->axis = axis;
+    g->offset = p->split != NULL ? 0 : p->offset;
+    if (g->nfreq > 0) {
+        g->table = group_table(p, width, g->nfreq);
+        if (g->table == NULL) {
+            return SINPE_ERR_NOMEM;
+        }
+        const double reach = most + SINPE_BLOCK_ROWS; /* block starts below negative positions */
+        for (ptrdiff_t k = 0; k < g->nfreq; ++k) {
+            if (!(g->table->freq[k] >= 0.0) || !(g->table->freq[k] * reach <= SINPE_MAX_ANGLE)) {
+                return SINPE_ERR_INVALID; /* NaN, negative, inf, or angles out of range */
+            }
+        }
+    }
+    g->ntiles = g->nfreq == 0 ? 1 : ceil_div(g->nfreq, SINPE_TILE_FREQS);
+    ptrdiff_t cstride[SINPE_MAX_DIMS], rows = 1; /* C-order element strides of the row axes */
+    for (int i = nrow_axes - 1; i >= 0; --i) {
+        cstride[i] = rows;
+        rows *= outs[0]->shape[i];
+    }
+    for (int i = 0; i < nrow_axes; ++i) {
+        axes_t *ax = axis < 0 || i == axis ? &g->outer : &g->inner;
+        const int at = ax->naxes++;
+        ax->shape[at] = outs[0]->shape[i];
+        ax->cstride[at] = cstride[i];
+        for (int t = 0; t < 2; ++t) {
+            ax->bstride[t][at] = t < plan->ntargets ? outs[t]->strides[i] : 0;
+        }
+    }
+    if (g->outer.naxes == 0) { /* a scalar position: one row, given an axis of length 1 */
+        g->outer.naxes = 1;
+        g->outer.shape[0] = 1;
+    }
+    g->outer_count = 1;
+    for (int i = 0; i < g->outer.naxes; ++i) {
+        g->outer_count *= g->outer.shape[i];
+    }
+    g->inner_count = rows / g->outer_count;
+    g->residues = axis >= 0 ? sinpe_residues(g->offset, g->outer_count) : 0xffffffffu;
+    return SINPE_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* The cut (plan.h).  Sizes are estimated in double: they only steer the
+ * cut, and a strided view may describe more bytes than a size_t counts. */
+
+static void cut_spans(plan_t *plan, double row_bytes)
+{
+    const group_t *g = &plan->groups[0];
+    const double outer_bytes = row_bytes * (double)g->inner_count;
+    double span;
+    if (plan->adding) { /* the tile bounds the span: whole blocks when it can */
+        span = (double)plan->tile_rows;
+        span = span >= SINPE_BLOCK_ROWS ? SINPE_BLOCK_ROWS * floor(span / SINPE_BLOCK_ROWS) : span;
+    } else { /* a chunk's bytes, in whole blocks (one anchor each) */
+        span = SINPE_BLOCK_ROWS * ceil(CHUNK_BYTES / (outer_bytes > 1.0 ? outer_bytes : 1.0) /
+                                       SINPE_BLOCK_ROWS);
+    }
+    plan->span = count_in(span, g->outer_count);
+    /* range positions: spans start at absolute block boundaries */
+    plan->shift = g->axis >= 0 && plan->span % SINPE_BLOCK_ROWS == 0
+                      ? (ptrdiff_t)(g->offset - sinpe_block_start(g->offset))
+                      : 0;
+    plan->spans = ceil_div(g->outer_count + plan->shift, plan->span);
+    /* The inner rows in parts too: stores when a span of outer rows alone
+     * is more than a chunk (few positions, many copies), and both so that
+     * every thread gets about four chunks. */
+    const double span_bytes = outer_bytes * (double)plan->span;
+    double parts = plan->adding ? 1.0 : ceil(span_bytes / CHUNK_BYTES);
+    const double busy = ceil(4.0 * plan->threads / ((double)plan->spans * (double)g->ntiles));
+    parts = plan->threads > 1 && busy > parts ? busy : parts;
+    plan->per_part = ceil_div(g->inner_count, count_in(parts, g->inner_count));
+    plan->parts = ceil_div(g->inner_count, plan->per_part);
+    plan->chunks = plan->spans * plan->parts * g->ntiles; /* each holds an element: fits */
+    plan->cancel_period = count_in(ceil(CANCEL_BYTES * plan->parts / (span_bytes + 1.0)), 1000000000);
+}
+
+static void cut_windows(plan_t *plan)
+{
+    const group_t *g = &plan->groups[0];
+    plan->length = g->outer.shape[g->outer.naxes - 1];
+    plan->leads = g->outer_count / plan->length;
+    /* half the tile, so that positions shifted between sequences (left
+     * padding) still fit one range */
+    plan->window = count_in((double)(plan->tile_rows / 2), plan->length);
+    plan->windows = ceil_div(plan->length, plan->window);
+    const double busy = ceil(4.0 * plan->threads / ((double)plan->windows * (double)g->ntiles));
+    plan->per_part = ceil_div(plan->leads, count_in(plan->threads > 1 ? busy : 1.0, plan->leads));
+    plan->parts = ceil_div(plan->leads, plan->per_part);
+    plan->chunks = plan->windows * plan->parts * g->ntiles;
+    plan->cancel_period = 1; /* adds take no cancel callback */
+}
+
+static void cut_bands(plan_t *plan, const sinpe_array *out, double row_bytes, double rows)
+{
+    /* the band: the first axis q whose trailing rows fit, and a span of it */
+    const int r = out->ndim - 1;
+    double trailing = rows;
+    int q = 0;
+    for (; q < r - 1; ++q) {
+        trailing /= (double)out->shape[q];
+        if (trailing * row_bytes <= BAND_BYTES) {
+            break;
+        }
+    }
+    if (q == r - 1) {
+        trailing = 1.0;
+    }
+    plan->band_axis = q;
+    plan->row_axes = r;
+    memcpy(plan->row_shape, out->shape, (size_t)r * sizeof(ptrdiff_t));
+    plan->span = count_in(floor(BAND_BYTES / (trailing * row_bytes)), out->shape[q]);
+    plan->spans = ceil_div(out->shape[q], plan->span);
+    plan->chunks = plan->spans; /* bands = rows / (trailing * span) at most: fits */
+    for (int k = 0; k < q; ++k) {
+        plan->chunks *= out->shape[k];
+    }
+    const double band_bytes = trailing * (double)plan->span * row_bytes;
+    plan->cancel_period = count_in(ceil(CANCEL_BYTES / (band_bytes + 1.0)), 1000000000);
+}
+
+/* Threads, streaming stores, the chunks and the scratch they need. */
+static int cut(plan_t *plan, const sinpe_plan *p, const sinpe_array *out, ptrdiff_t rows)
+{
+    const double itemsize = (double)sinpe_itemsize(out->dtype);
+    double row_bytes = 0.0;
+    for (int t = 0; t < plan->ntargets; ++t) {
+        row_bytes += (double)plan->d * (double)sinpe_itemsize(plan->target[t].fmt.dtype);
+    }
+    const double total = row_bytes * (double)rows;
+    plan->threads = total < PARALLEL_MIN_BYTES ? 1 : sinpe_threads_get();
+    const int fresh = (p->flags & SINPE_FRESH_OUTPUT) != 0;
+    for (int t = 0; t < plan->ntargets; ++t) {
+        plan->target[t].fmt.streaming = !plan->adding && total >= STREAM_MIN_BYTES &&
+                                        (!fresh || total < FRESH_PLAIN_MIN_BYTES);
+    }
+    plan->tile_freqs = 0;
+    for (int g = 0; g < plan->ngroups; ++g) {
+        const ptrdiff_t f = min_ptrdiff(plan->groups[g].nfreq, SINPE_TILE_FREQS);
+        plan->tile_freqs = f > plan->tile_freqs ? f : plan->tile_freqs;
+    }
+    if (plan->adding) { /* a tile row: two columns per frequency, and a zero column */
+        const double width = (double)min_ptrdiff(plan->d, 2 * plan->tile_freqs + 1);
+        plan->tile_rows = count_in(floor(ADD_TILE_BYTES / (width * itemsize)), PTRDIFF_MAX / 2);
+        plan->tile_bytes = (size_t)(plan->tile_rows + 1) * (size_t)width * (size_t)itemsize;
+        plan->tiles = malloc((size_t)plan->threads * plan->tile_bytes);
+        if (plan->tiles == NULL) {
+            return SINPE_ERR_NOMEM;
+        }
+    }
+    if (p->split != NULL) {
+        plan->cut = CUT_BANDS;
+        cut_bands(plan, out, row_bytes, (double)rows);
+    } else if (plan->adding && plan->groups[0].axis < 0) {
+        plan->cut = CUT_WINDOWS;
+        cut_windows(plan);
+    } else {
+        plan->cut = CUT_SPANS;
+        cut_spans(plan, row_bytes);
+    }
+    plan->scratch_doubles = sinpe_plan_scratch_doubles(plan);
+    plan->scratch = malloc((size_t)plan->threads * plan->scratch_doubles * sizeof(double));
+    plan->built = malloc((size_t)plan->threads * sizeof(ptrdiff_t));
+    if (plan->scratch == NULL || plan->built == NULL) {
+        return SINPE_ERR_NOMEM;
+    }
+    for (int w = 0; w < plan->threads; ++w) {
+        plan->built[w] = -1;
+    }
+    return SINPE_OK;
+}
+
+/* Checks everything and makes the plan; *out_plan stays NULL (with
+ * SINPE_OK) when the outputs are empty. */
+static int plan_make(plan_t **out_plan, const sinpe_plan *p, const sinpe_array *out,
+                     const sinpe_array *out2)
+{
+    *out_plan = NULL;
+    if (p == NULL || check_outputs(p, out, out2) != SINPE_OK) {
+        return SINPE_ERR_INVALID;
+    }
+    const int nrow_axes = out->ndim - 1;
+    const ptrdiff_t d = out->shape[nrow_axes];
+    /* Row counts: products of the shape of a valid array, so they fit.  An
+     * empty output (d = 0 too) needs no work and no table: only its
+     * structure is checked. */
+    ptrdiff_t rows = 1;
+    for (int i = 0; i < nrow_axes; ++i) {
+        rows *= out->shape[i];
+    }
+    if (check_positions(p, nrow_axes) != SINPE_OK) {
+        return SINPE_ERR_INVALID;
+    }
+    if (rows == 0 || d == 0) {
+        return (unsigned)p->layout <= SINPE_SINES_FIRST ? SINPE_OK : SINPE_ERR_INVALID;
+    }
+    if (check_columns(p, d) != SINPE_OK || (p->split != NULL && check_grid(p, out) != SINPE_OK)) {
+        return SINPE_ERR_INVALID;
+    }
+    if (out->data == NULL || (out2 != NULL && out2->data == NULL)) {
+        return SINPE_ERR_INVALID;
+    }
+    plan_t *plan = calloc(1, sizeof *plan);
+    const int ngroups = p->split != NULL ? nrow_axes : 1;
+    group_t *groups = plan != NULL ? calloc((size_t)ngroups, sizeof *groups) : NULL;
+    if (groups == NULL) {
+        free(plan);
+        return SINPE_ERR_NOMEM;
+    }
+    plan->groups = groups;
+    plan->ngroups = ngroups;
+    plan->d = d;
+    plan->adding = p->add != 0;
+    plan->scale = out->dtype == SINPE_FLOAT64 ? p->scale : (double)(float)p->scale;
+    const sinpe_array *outs[2] = {out, out2};
+    plan->ntargets = out2 != NULL ? 2 : 1;
+    for (int t = 0; t < plan->ntargets; ++t) {
+        const sinpe_row_format fmt = {outs[t]->dtype, outs[t]->byteswapped != 0,
+                                      outs[t]->strides[nrow_axes], 0};
+        plan->target[t] = (target_t){outs[t]->data, fmt,
+                                     !p->rope ? KIND_TABLE : t == 0 ? KIND_COS : KIND_SIN};
+    }
+    int status = take_inputs(plan, p, rows);
+    const double most = max_abs_position(plan, p, rows, p->pos_axis >= 0 ? out->shape[p->pos_axis] : 0);
+    if (status == SINPE_OK && most < 0.0) {
+        status = SINPE_ERR_INVALID;
+    }
+    ptrdiff_t col = 0, sines = 0;
+    for (int i = 0; i < ngroups && status == SINPE_OK; ++i) {
+        const int axis = p->split != NULL ? p->order[i] : p->pos_axis;
+        const ptrdiff_t width = p->split != NULL ? p->split[axis] : d;
+        const double reach = p->split != NULL ? (double)(out->shape[axis] - 1) : most;
+        status = make_group(plan, p, outs, &groups[i], axis, col, width, sines, reach);
+        col += width;
+        sines += width / 2;
+    }
+    if (status == SINPE_OK) {
+        status = cut(plan, p, out, rows);
+    }
+    if (status != SINPE_OK) {
+        plan_free(plan);
+        return status;
+    }
+    *out_plan = plan;
+    return SINPE_OK;
+}
+
+int sinpe_run(const sinpe_plan *p, const sinpe_array *out, const sinpe_array *out2)
+{
+    plan_t *plan;
+    int status = plan_make(&plan, p, out, out2);
+    if (status != SINPE_OK || plan == NULL) {
+        return status;
+    }
+    status = sinpe_run_chunks(plan->chunks, plan->threads, sinpe_plan_chunk, plan,
+                              plan->adding ? NULL : p->cancel, p->cancel_context,
+                              plan->cancel_period);
+    plan_free(plan);
+    return status;
+}
+
+int sinpe_set_num_threads(int threads)
+{
+    if (threads < 1 || threads > SINPE_MAX_THREADS) {
+        return SINPE_ERR_INVALID;
+    }
+    sinpe_threads_set(threads);
+    return SINPE_OK;
+}
+
+int sinpe_get_num_threads(void)
+{
+    return sinpe_threads_get();
+}

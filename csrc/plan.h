@@ -1,0 +1,122 @@
+/*
+ * Internal: the plan of one sinpe_run call, made by plan.c and executed
+ * chunk by chunk by run.c.  Not public API.
+ *
+ * Rows and columns.  The rows of the outputs are every index but the
+ * feature one.  The columns fall into groups: one group is the columns fed
+ * by one table of frequencies, with its positions along one row axis (or
+ * one per row).  A plain table, an encode_at or RoPE call has one group; a
+ * grid has one per axis.  For each group the row axes split into outer
+ * (the positions' axis, or every row axis for explicit positions) and
+ * inner (the copies of a position: the batch of an add, the other axes of
+ * a grid).
+ *
+ * Segments.  For a tile of frequencies [k0, k1), a target receives at most
+ * two runs of contiguous columns, each element j being sinpe_value(A[j],
+ * B[j], C[j], S[j]) (table.h) with the block's anchors arranged per layout;
+ * which arrangement goes where is run.c's segments_of.
+ *
+ * The cut (plan.c's cut, the only place its rules live) is one of:
+ *  - spans: a chunk is a span of outer rows (whole 32-row blocks at
+ *    absolute positions for range positions) x a part of the inner rows x a
+ *    tile of frequencies;
+ *  - windows (adds at explicit positions): a window of the innermost row
+ *    axis x a part of the leading rows, so the rows of a tile of positions
+ *    are reused across sequences;
+ *  - bands (grids): whole rows, a span of one axis with every index of the
+ *    axes after it, each group writing its columns while the band is in the
+ *    caches.
+ */
+#ifndef SINPE_PLAN_H
+#define SINPE_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rows.h"
+#include "sinpe.h"
+#include "table.h"
+
+/* Frequency tiles: anchors stay in L1 whatever d is, and a wide table's
+ * step rows are built per tile (table.h). */
+#define SINPE_TILE_FREQS 512
+
+enum { KIND_TABLE, KIND_COS, KIND_SIN }; /* what a target receives */
+enum { CUT_SPANS, CUT_WINDOWS, CUT_BANDS };
+
+typedef struct {
+    char *data;
+    sinpe_row_format fmt;
+    int kind;
+} target_t;
+
+/* A set of row axes: lengths, byte strides per target, and element strides
+ * in the C order of all row axes (the index of positions and padding). */
+typedef struct {
+    int naxes;
+    ptrdiff_t shape[SINPE_MAX_DIMS];
+    ptrdiff_t bstride[2][SINPE_MAX_DIMS];
+    ptrdiff_t cstride[SINPE_MAX_DIMS];
+} axes_t;
+
+typedef struct {
+    ptrdiff_t index[SINPE_MAX_DIMS];
+    ptrdiff_t off[2]; /* bytes, per target */
+    ptrdiff_t flat;   /* C-order row number */
+} cursor_t;
+
+typedef struct {
+    sinpe_table *table;          /* NULL: no frequencies (every column zero) */
+    ptrdiff_t nfreq, width;      /* frequencies; columns of the group */
+    ptrdiff_t col;               /* interleaved: sin k at col + 2k, cos at col + 2k + 1 */
+    ptrdiff_t sin_col, cos_col;  /* otherwise: sin k at sin_col + k, cos k at cos_col + k */
+    int interleaved;
+    int axis;                    /* >= 0: positions offset + index along this row axis */
+    int64_t offset;
+    axes_t outer, inner;
+    ptrdiff_t outer_count, inner_count;
+    ptrdiff_t ntiles;
+    uint32_t residues;           /* the step rows the group needs */
+} group_t;
+
+typedef struct {
+    int ntargets;
+    target_t target[2];
+    ptrdiff_t d;
+    int ngroups;
+    group_t *groups;
+    int adding;
+    double scale;                /* already rounded (sinpe_plan.scale) */
+    const int64_t *ints;         /* explicit positions, per C-order row */
+    const double *reals;
+    const unsigned char *padding;
+
+    /* the cut */
+    int cut, threads;
+    ptrdiff_t tile_freqs;        /* the most frequencies of any tile */
+    ptrdiff_t chunks, cancel_period;
+    ptrdiff_t span, spans, shift; /* spans: outer rows per chunk, their count, the
+                                   * rows before the first (block alignment) */
+    ptrdiff_t parts, per_part;    /* spans: of the inner rows; windows: of the leading rows */
+    ptrdiff_t window, windows, length, leads; /* windows: of the innermost axis */
+    int band_axis, row_axes;      /* bands: span `span` of row axis band_axis */
+    ptrdiff_t row_shape[SINPE_MAX_DIMS];
+
+    /* scratch, one slice per worker */
+    double *scratch;
+    size_t scratch_doubles;
+    char *tiles;                  /* adds: a tile of elements per worker */
+    size_t tile_bytes;
+    ptrdiff_t tile_rows;          /* rows a tile holds besides one spare row */
+    ptrdiff_t *built;             /* wide tables: group * ntiles + tile whose steps a
+                                   * worker holds, -1 none */
+    void *snapshot;               /* copies of positions and padding (owned) */
+} plan_t;
+
+/* Runs chunk `chunk` of the plan on worker `worker` (sinpe_chunk_fn). */
+void sinpe_plan_chunk(void *plan, ptrdiff_t chunk, int worker);
+
+/* Doubles of per-worker scratch run.c needs for the plan's tiles. */
+size_t sinpe_plan_scratch_doubles(const plan_t *plan);
+
+#endif /* SINPE_PLAN_H */

@@ -1,0 +1,708 @@
+/*
+ * The executor: one chunk of a plan (plan.h), for every table sinpe makes.
+ *
+ * Stores.  A chunk walks its outer rows in order.  Where positions count up
+ * within a block (always for range positions, in runs for explicit ones),
+ * the rows of a block are one fused call per segment to rows.c's writers,
+ * with the anchors computed once per block; a position with many copies (a
+ * grid's leading axis) holds its step row and strides over the copies.
+ * Other rows (padding, non-integral positions) are written one at a time.
+ *
+ * Adds.  A chunk makes the table rows of a range of positions, as elements
+ * of the array's own dtype, in a tile of at most a few hundred KB per
+ * worker (the same writers as stores), then adds that tile to every copy of
+ * those positions in address order with rows.c's plain add loop: the table
+ * is made once per chunk, never batch-sized, and the add runs in the
+ * array's arithmetic.  Positions one per row (windows cut) look their row
+ * up in the tile when the window's positions fit, else get a row of their
+ * own.
+ *
+ * Segments (plan.h).  With s = sin(p0 w), c = cos(p0 w) at a block start:
+ *  - interleaved table: one segment, A = (s, c, ..), B = (c, -s, ..) over
+ *    the full step rows (two lanes per frequency);
+ *  - concatenated table: sines (A = s, B = c), then cosines (A = c, B = -s),
+ *    both over the half step rows (one entry per frequency);
+ *  - RoPE, concatenated: the cos (or sin) segment twice, at k and m + k;
+ *  - RoPE, interleaved: one segment over the full step rows with the pair's
+ *    anchors doubled, A = (c, c, ..), B = (-s, -s, ..) for cos.
+ * A value so depends only on (p, w) and lands where the layout wants it.
+ * A non-integral position has no block: its sin/cos are computed directly,
+ * and then A itself holds the segment's values.
+ */
+#include "plan.h"
+#include "elements.h"
+#include "sincos.h"
+
+#include <math.h>
+#include <string.h>
+
+static ptrdiff_t min_ptrdiff(ptrdiff_t a, ptrdiff_t b)
+{
+    return a < b ? a : b;
+}
+
+static ptrdiff_t abs_ptrdiff(ptrdiff_t a)
+{
+    return a < 0 ? -a : a;
+}
+
+static const double zero_value = 0.0;
+
+/* ------------------------------------------------------------------ */
+/* Scratch, anchors and segments. */
+
+typedef struct {
+    double *sin, *cos, *negsin;  /* [count] */
+    double *a, *b;               /* [2 count] interleaved table lanes */
+    double *sdup, *cdup, *nsdup; /* [2 count] RoPE pairs */
+} anchors_t;
+
+typedef struct {
+    anchors_t an;
+    double *tmp;         /* [2 tile_freqs]: sinpe_store_rows' generic rows */
+    double *step_buffer; /* a wide table's step rows */
+} scratch_t;
+
+static scratch_t scratch_of(const plan_t *plan, int worker)
+{
+    const ptrdiff_t f = plan->tile_freqs;
+    double *p = plan->scratch + (size_t)worker * plan->scratch_doubles;
+    scratch_t s;
+    s.an.sin = p, p += f;
+    s.an.cos = p, p += f;
+    s.an.negsin = p, p += f;
+    s.an.a = p, p += 2 * f;
+    s.an.b = p, p += 2 * f;
+    s.an.sdup = p, p += 2 * f;
+    s.an.cdup = p, p += 2 * f;
+    s.an.nsdup = p, p += 2 * f;
+    s.tmp = p, p += 2 * f;
+    s.step_buffer = p;
+    return s;
+}
+
+size_t sinpe_plan_scratch_doubles(const plan_t *plan)
+{
+    int wide = 0;
+    for (int g = 0; g < plan->ngroups; ++g) {
+        wide |= plan->groups[g].table != NULL && plan->groups[g].table->step_c == NULL;
+    }
+    const size_t f = (size_t)plan->tile_freqs;
+    return 15 * f + (wide ? 2 * SINPE_BLOCK_ROWS * 2 * f : 0) + 1;
+}
+
+/* Spreads sin and cos of a tile over the arrangements the targets use. */
+static void arrange_anchors(const plan_t *plan, const group_t *g, const anchors_t *an,
+                            ptrdiff_t count)
+{
+    for (ptrdiff_t k = 0; k < count; ++k) {
+        an->negsin[k] = -an->sin[k]; /* exact */
+    }
+    if (!g->interleaved) {
+        return;
+    }
+    if (plan->target[0].kind == KIND_TABLE) {
+        for (ptrdiff_t k = 0; k < count; ++k) {
+            an->a[2 * k] = an->sin[k];
+            an->b[2 * k] = an->cos[k];
+            an->a[2 * k + 1] = an->cos[k];
+            an->b[2 * k + 1] = an->negsin[k];
+        }
+        return;
+    }
+    for (ptrdiff_t k = 0; k < count; ++k) {
+        an->sdup[2 * k] = an->sdup[2 * k + 1] = an->sin[k];
+        an->cdup[2 * k] = an->cdup[2 * k + 1] = an->cos[k];
+        an->nsdup[2 * k] = an->nsdup[2 * k + 1] = an->negsin[k];
+    }
+}
+
+/* The anchors of tile [k0, k1) for an integer position's block start p0, or
+ * for a non-integral position x itself. */
+static void anchor(const plan_t *plan, const group_t *g, const anchors_t *an, ptrdiff_t k0,
+                   ptrdiff_t k1, int is_int, int64_t p0, double x)
+{
+    if (is_int) {
+        sinpe_anchor_sincos(g->table, p0, k0, k1, an->sin, an->cos);
+    } else {
+        for (ptrdiff_t k = k0; k < k1; ++k) { /* the angle's own sincos, one rounding */
+            sinpe_sincos(x * g->table->freq[k], &an->sin[k - k0], &an->cos[k - k0]);
+        }
+    }
+    arrange_anchors(plan, g, an, k1 - k0);
+}
+
+typedef struct {
+    ptrdiff_t col, count;
+    const double *a, *b;
+} segment_t;
+
+/* The segments of one target kind for frequencies [k0, k1) (see the top). */
+static int segments_of(const group_t *g, int kind, ptrdiff_t k0, ptrdiff_t k1,
+                       const anchors_t *an, segment_t seg[2])
+{
+    const ptrdiff_t count = k1 - k0;
+    if (g->table == NULL) {
+        return 0;
+    }
+    if (g->interleaved) {
+        switch (kind) {
+        case KIND_TABLE: /* an odd width ends with a sine */
+            seg[0] = (segment_t){g->col + 2 * k0, min_ptrdiff(2 * k1, g->width) - 2 * k0, an->a,
+                                 an->b};
+            return 1;
+        case KIND_COS:
+            seg[0] = (segment_t){g->col + 2 * k0, 2 * count, an->cdup, an->nsdup};
+            return 1;
+        default:
+            seg[0] = (segment_t){g->col + 2 * k0, 2 * count, an->sdup, an->cdup};
+            return 1;
+        }
+    }
+    const double *a = kind == KIND_COS ? an->cos : an->sin;
+    const double *b = kind == KIND_COS ? an->negsin : an->cos;
+    seg[0] = (segment_t){g->sin_col + k0, count, a, b};
+    if (kind != KIND_TABLE) { /* RoPE: the same values in both halves */
+        seg[1] = (segment_t){g->cos_col + k0, count, a, b};
+        return 2;
+    }
+    const ptrdiff_t ncos = min_ptrdiff(k1, g->width - g->nfreq) - k0; /* odd width: one sine more */
+    seg[1] = (segment_t){g->cos_col + k0, ncos, an->cos, an->negsin};
+    return ncos > 0 ? 2 : 1;
+}
+
+/* Columns no frequency feeds (fairseq's zero column of an odd width): the
+ * last `*count` of the group, written by tile 0 only. */
+static ptrdiff_t unused_columns(const group_t *g, ptrdiff_t *count)
+{
+    const ptrdiff_t m = g->nfreq;
+    const ptrdiff_t used = g->interleaved ? min_ptrdiff(2 * m, g->width)
+                                          : m + min_ptrdiff(m, g->width - m);
+    *count = g->width - used;
+    return g->col + used;
+}
+
+/* The step rows of tile [k0, k1) of group g: a view into the table, or for a
+ * wide table built into the worker's buffer (tile-major chunk order: a
+ * worker rebuilds them only when its group or tile changes). */
+static sinpe_steps steps_of(const plan_t *plan, const group_t *g, int worker, ptrdiff_t tile,
+                            ptrdiff_t k0, ptrdiff_t k1, double *buffer)
+{
+    sinpe_steps steps = {NULL, NULL, 0};
+    if (g->table == NULL) {
+        return steps;
+    }
+    const ptrdiff_t key = tile * plan->ngroups + (g - plan->groups);
+    const uint32_t residues = plan->built[worker] != key ? g->residues : 0;
+    plan->built[worker] = key;
+    return g->interleaved ? sinpe_steps_for(g->table, k0, k1, residues, buffer)
+                          : sinpe_half_steps_for(g->table, k0, k1, residues, buffer);
+}
+
+/* ------------------------------------------------------------------ */
+/* Cursors over row axes. */
+
+static void cursor_seek(const axes_t *ax, cursor_t *c, ptrdiff_t flat)
+{
+    c->off[0] = c->off[1] = 0;
+    c->flat = 0;
+    for (int i = ax->naxes - 1; i >= 0; --i) {
+        c->index[i] = flat % ax->shape[i];
+        flat /= ax->shape[i];
+        c->off[0] += c->index[i] * ax->bstride[0][i];
+        c->off[1] += c->index[i] * ax->bstride[1][i];
+        c->flat += c->index[i] * ax->cstride[i];
+    }
+}
+
+static void cursor_step(const axes_t *ax, cursor_t *c)
+{
+    for (int i = ax->naxes - 1; i >= 0; --i) {
+        c->off[0] += ax->bstride[0][i];
+        c->off[1] += ax->bstride[1][i];
+        c->flat += ax->cstride[i];
+        if (++c->index[i] < ax->shape[i]) {
+            return;
+        }
+        c->off[0] -= ax->bstride[0][i] * ax->shape[i];
+        c->off[1] -= ax->bstride[1][i] * ax->shape[i];
+        c->flat -= ax->cstride[i] * ax->shape[i];
+        c->index[i] = 0;
+    }
+}
+
+static void cursor_advance(const axes_t *ax, cursor_t *c, ptrdiff_t steps)
+{
+    for (ptrdiff_t q = 0; q < steps; ++q) {
+        cursor_step(ax, c);
+    }
+}
+
+/* The position of outer row i of group g: *p for an integer (or integral
+ * float) position, else *x; returns 1 for an integer. */
+static int position_of(const plan_t *plan, const group_t *g, ptrdiff_t i, int64_t *p, double *x)
+{
+    *x = 0.0;
+    if (g->axis >= 0) {
+        *p = g->offset + i;
+        return 1;
+    }
+    if (plan->ints != NULL) {
+        *p = plan->ints[i];
+        return 1;
+    }
+    *x = plan->reals[i];
+    *p = (int64_t)*x; /* |x| <= 2**24: defined */
+    return *x == (double)*p; /* integral: the integer path, bits of the table */
+}
+
+/* ------------------------------------------------------------------ */
+/* Stores. */
+
+/* Rows r0 .. r1 - 1 of the steps into rows base + q * row_stride of target t
+ * (every segment, and on tile 0 the unused columns). */
+static void store_segments(const plan_t *plan, const group_t *g, int t, const segment_t *segs,
+                           int nsegs, const sinpe_steps *steps, char *base, ptrdiff_t row_stride,
+                           int r0, int r1, double *tmp, int first_tile)
+{
+    const target_t *tg = &plan->target[t];
+    for (int s = 0; s < nsegs; ++s) {
+        sinpe_store_rows(&tg->fmt, base + segs[s].col * tg->fmt.col_stride, row_stride, steps, r0,
+                         r1, segs[s].count, segs[s].a, segs[s].b, tmp);
+    }
+    ptrdiff_t zeros;
+    const ptrdiff_t col = unused_columns(g, &zeros);
+    for (int q = 0; first_tile && zeros > 0 && q < r1 - r0; ++q) {
+        sinpe_store_values(&tg->fmt, base + q * row_stride + col * tg->fmt.col_stride, &zero_value,
+                           0, zeros);
+    }
+}
+
+/* How many outer rows from i on hold the positions p, p + 1, .. of one
+ * block (r = p - block start) at a constant stride, so that one fused call
+ * per segment stores them all; 0 when row i takes the one-row path. */
+static int block_run(const plan_t *plan, const group_t *g, ptrdiff_t i, ptrdiff_t i1, int64_t p,
+                     int r, const cursor_t *oc)
+{
+    if (plan->padding != NULL) {
+        return 0;
+    }
+    ptrdiff_t most = min_ptrdiff(i1 - i, SINPE_BLOCK_ROWS - r);
+    if (g->axis >= 0) {
+        return (int)most;
+    }
+    const int last = g->outer.naxes - 1;
+    most = min_ptrdiff(most, g->outer.shape[last] - oc->index[last]);
+    int run = 1;
+    while (run < most && (plan->ints != NULL ? plan->ints[i + run] == p + run
+                                             : plan->reals[i + run] == (double)(p + run))) {
+        ++run;
+    }
+    return run;
+}
+
+/* Stores outer rows i0 .. i1 - 1 times inner rows j0 .. j1 - 1 of group g,
+ * frequencies of tile `tile`. */
+static void store_range(const plan_t *plan, const group_t *g, int worker, ptrdiff_t tile,
+                        ptrdiff_t i0, ptrdiff_t i1, ptrdiff_t j0, ptrdiff_t j1)
+{
+    const ptrdiff_t k0 = tile * plan->tile_freqs;
+    const ptrdiff_t k1 = min_ptrdiff(k0 + plan->tile_freqs, g->nfreq);
+    const int first_tile = tile == 0;
+    const scratch_t s = scratch_of(plan, worker);
+    const sinpe_steps steps = steps_of(plan, g, worker, tile, k0, k1, s.step_buffer);
+    segment_t segs[2][2];
+    int nsegs[2];
+    for (int t = 0; t < plan->ntargets; ++t) {
+        nsegs[t] = segments_of(g, plan->target[t].kind, k0, k1, &s.an, segs[t]);
+    }
+    const int last = g->outer.naxes - 1, inner_last = g->inner.naxes - 1;
+    int have_anchor = 0, anchor_int = 0;
+    int64_t anchor_p0 = 0;
+    double anchor_x = 0.0;
+    cursor_t oc, ic;
+    cursor_seek(&g->outer, &oc, i0);
+    for (ptrdiff_t i = i0; i < i1;) {
+        int64_t p;
+        double x;
+        const int is_int = position_of(plan, g, i, &p, &x);
+        const int64_t p0 = is_int ? sinpe_block_start(p) : 0;
+        if (g->table != NULL &&
+            !(have_anchor && anchor_int == is_int && (is_int ? anchor_p0 == p0 : anchor_x == x))) {
+            anchor(plan, g, &s.an, k0, k1, is_int, p0, x);
+            have_anchor = 1, anchor_int = is_int, anchor_p0 = p0, anchor_x = x;
+        }
+        const int r = (int)(p - p0);
+        const int run = is_int ? block_run(plan, g, i, i1, p, r, &oc) : 0;
+        if (run > 0) {
+            /* rows i .. i + run - 1: positions p .. p + run - 1 of one block */
+            cursor_seek(&g->inner, &ic, j0);
+            for (ptrdiff_t j = j0; j < j1;) {
+                /* One position and many copies (a grid's leading axis): one
+                 * call per run of copies along the innermost inner axis,
+                 * with the step row held (stride 0). */
+                const ptrdiff_t copies =
+                    run == 1 && inner_last >= 0
+                        ? min_ptrdiff(min_ptrdiff(j1 - j, 1 << 20),
+                                      g->inner.shape[inner_last] - ic.index[inner_last])
+                        : 1;
+                for (int t = 0; t < plan->ntargets; ++t) {
+                    char *base = plan->target[t].data + oc.off[t] + ic.off[t];
+                    if (copies > 1) {
+                        sinpe_steps held = steps;
+                        if (g->table != NULL) {
+                            held.c += r * steps.stride;
+                            held.s += r * steps.stride;
+                        }
+                        store_segments(plan, g, t, segs[t], nsegs[t], &held, base,
+                                       g->inner.bstride[t][inner_last], 0, (int)copies, s.tmp,
+                                       first_tile);
+                    } else {
+                        store_segments(plan, g, t, segs[t], nsegs[t], &steps, base,
+                                       g->outer.bstride[t][last], r, r + run, s.tmp, first_tile);
+                    }
+                }
+                cursor_advance(&g->inner, &ic, copies);
+                j += copies;
+            }
+            cursor_advance(&g->outer, &oc, run);
+            i += run;
+            continue;
+        }
+        /* One row at a time: padding masks, non-integral positions. */
+        cursor_seek(&g->inner, &ic, j0);
+        for (ptrdiff_t j = j0; j < j1; ++j, cursor_step(&g->inner, &ic)) {
+            const int padded = plan->padding != NULL && plan->padding[oc.flat + ic.flat];
+            for (int t = 0; t < plan->ntargets; ++t) {
+                const target_t *tg = &plan->target[t];
+                char *row = tg->data + oc.off[t] + ic.off[t];
+                if (padded) {
+                    if (first_tile) {
+                        sinpe_store_values(&tg->fmt, row + g->col * tg->fmt.col_stride,
+                                           &zero_value, 0, g->width);
+                    }
+                } else if (is_int) {
+                    store_segments(plan, g, t, segs[t], nsegs[t], &steps, row, 0, r, r + 1, s.tmp,
+                                   first_tile);
+                } else {
+                    for (int q = 0; q < nsegs[t]; ++q) {
+                        sinpe_store_values(&tg->fmt, row + segs[t][q].col * tg->fmt.col_stride,
+                                           segs[t][q].a, 1, segs[t][q].count);
+                    }
+                    store_segments(plan, g, t, NULL, 0, &steps, row, 0, 0, 1, s.tmp, first_tile);
+                }
+            }
+        }
+        cursor_step(&g->outer, &oc);
+        ++i;
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Adds. */
+
+/* A tile of table rows in the target's own dtype (native order, contiguous):
+ * the tile's segments packed side by side, then on tile 0 the unused
+ * columns (zeros).  runs map tile columns to runs of the array's columns,
+ * merged where they are adjacent in both (a whole row for a single tile). */
+typedef struct {
+    char *data;
+    ptrdiff_t row_bytes;
+    size_t itemsize;
+    sinpe_row_format fmt;
+    int nsegs;
+    segment_t segs[2];
+    ptrdiff_t off[3]; /* tile column of each segment, then of the zeros */
+    ptrdiff_t zeros;
+    int nruns;
+    struct {
+        ptrdiff_t col, off, count;
+    } runs[3];
+} tile_t;
+
+static void tile_layout(const plan_t *plan, const group_t *g, int worker, ptrdiff_t tile,
+                        const anchors_t *an, tile_t *t)
+{
+    const ptrdiff_t k0 = tile * plan->tile_freqs;
+    const ptrdiff_t k1 = min_ptrdiff(k0 + plan->tile_freqs, g->nfreq);
+    t->fmt = (sinpe_row_format){plan->target[0].fmt.dtype, 0, 0, 0};
+    t->itemsize = sinpe_itemsize(t->fmt.dtype);
+    t->fmt.col_stride = (ptrdiff_t)t->itemsize;
+    t->nsegs = segments_of(g, KIND_TABLE, k0, k1, an, t->segs);
+    ptrdiff_t width = 0, cols[3], counts[3];
+    for (int s = 0; s < t->nsegs; ++s) {
+        t->off[s] = width;
+        cols[s] = t->segs[s].col;
+        counts[s] = t->segs[s].count;
+        width += counts[s];
+    }
+    t->zeros = 0;
+    if (tile == 0) {
+        cols[t->nsegs] = unused_columns(g, &t->zeros);
+        counts[t->nsegs] = t->zeros;
+        t->off[t->nsegs] = width;
+        width += t->zeros;
+    }
+    t->nruns = 0;
+    for (int s = 0; s < t->nsegs + (t->zeros > 0); ++s) {
+        const int r = t->nruns;
+        if (r > 0 && t->runs[r - 1].col + t->runs[r - 1].count == cols[s]) {
+            t->runs[r - 1].count += counts[s]; /* packed: adjacent in the tile too */
+        } else {
+            t->runs[r].col = cols[s], t->runs[r].off = t->off[s], t->runs[r].count = counts[s];
+            t->nruns++;
+        }
+    }
+    t->row_bytes = width * (ptrdiff_t)t->itemsize;
+    t->data = plan->tiles + (size_t)worker * plan->tile_bytes;
+}
+
+/* Fills tile row `slot` onwards with the rows of positions first ..
+ * first + rows - 1 (is_int), or slot with the row of non-integral x. */
+static void fill_tile(const plan_t *plan, const group_t *g, int worker, ptrdiff_t tile,
+                      const tile_t *t, ptrdiff_t slot, int is_int, int64_t first, ptrdiff_t rows,
+                      double x)
+{
+    const ptrdiff_t k0 = tile * plan->tile_freqs;
+    const ptrdiff_t k1 = min_ptrdiff(k0 + plan->tile_freqs, g->nfreq);
+    const scratch_t s = scratch_of(plan, worker);
+    const sinpe_steps steps = steps_of(plan, g, worker, tile, k0, k1, s.step_buffer);
+    char *base = t->data + slot * t->row_bytes;
+    for (ptrdiff_t q = 0; q < rows && t->zeros > 0; ++q) {
+        memset(base + q * t->row_bytes + t->off[t->nsegs] * (ptrdiff_t)t->itemsize, 0,
+               (size_t)t->zeros * t->itemsize); /* +0.0 in every format */
+    }
+    if (g->table == NULL) {
+        return;
+    }
+    if (!is_int) {
+        anchor(plan, g, &s.an, k0, k1, 0, 0, x);
+        for (int q = 0; q < t->nsegs; ++q) {
+            sinpe_store_values(&t->fmt, base + t->off[q] * (ptrdiff_t)t->itemsize, t->segs[q].a, 1,
+                               t->segs[q].count);
+        }
+        return;
+    }
+    for (int64_t p = first; p < first + rows;) {
+        const int64_t p0 = sinpe_block_start(p);
+        const int r0 = (int)(p - p0);
+        const int r1 = (int)min_ptrdiff(SINPE_BLOCK_ROWS, first + rows - p0);
+        anchor(plan, g, &s.an, k0, k1, 1, p0, 0.0);
+        char *row = base + (p - first) * t->row_bytes;
+        for (int q = 0; q < t->nsegs; ++q) {
+            sinpe_store_rows(&t->fmt, row + t->off[q] * (ptrdiff_t)t->itemsize, t->row_bytes, &steps,
+                             r0, r1, t->segs[q].count, t->segs[q].a, t->segs[q].b, s.tmp);
+        }
+        p = p0 + r1;
+    }
+}
+
+/* rows of the array from x (stride x_stride) += tile rows from `slot`
+ * (tile_stride: the row bytes, or 0 to add one row to many). */
+static void add_tile(const plan_t *plan, const tile_t *t, ptrdiff_t slot, ptrdiff_t tile_stride,
+                     char *x, ptrdiff_t x_stride, ptrdiff_t rows)
+{
+    const sinpe_row_format *fmt = &plan->target[0].fmt;
+    for (int q = 0; q < t->nruns; ++q) {
+        sinpe_add_rows(fmt, x + t->runs[q].col * fmt->col_stride, x_stride,
+                       t->data + slot * t->row_bytes + t->runs[q].off * (ptrdiff_t)t->itemsize,
+                       tile_stride, rows, t->runs[q].count, plan->scale);
+    }
+}
+
+/* A padded row: x * scale, once (tile 0). */
+static void scale_row(const plan_t *plan, ptrdiff_t tile, char *x)
+{
+    if (tile == 0 && plan->scale != 1.0) {
+        sinpe_add_rows(&plan->target[0].fmt, x, 0, NULL, 0, 1, plan->d, plan->scale);
+    }
+}
+
+/* Adds at range positions: outer rows i0 .. i1 - 1 (one tile of them) to
+ * each copy j0 .. j1 - 1, walking memory in address order: a copy's rows
+ * are closer together than a row's copies (batch-first) or the reverse
+ * (seq-first). */
+static void add_span(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_t i0, ptrdiff_t i1,
+                     ptrdiff_t j0, ptrdiff_t j1)
+{
+    const group_t *g = &plan->groups[0];
+    const scratch_t s = scratch_of(plan, worker);
+    tile_t t;
+    tile_layout(plan, g, worker, tile, &s.an, &t);
+    fill_tile(plan, g, worker, tile, &t, 0, 1, g->offset + i0, i1 - i0, 0.0);
+    const int inner_last = g->inner.naxes - 1;
+    const ptrdiff_t outer_stride = g->outer.bstride[0][0];
+    const ptrdiff_t inner_stride = inner_last >= 0 ? g->inner.bstride[0][inner_last] : 0;
+    char *data = plan->target[0].data;
+    cursor_t oc, ic;
+    cursor_seek(&g->outer, &oc, i0);
+    if (plan->padding != NULL) { /* row by row, each with its flag */
+        for (ptrdiff_t i = i0; i < i1; ++i, cursor_step(&g->outer, &oc)) {
+            cursor_seek(&g->inner, &ic, j0);
+            for (ptrdiff_t j = j0; j < j1; ++j, cursor_step(&g->inner, &ic)) {
+                char *row = data + oc.off[0] + ic.off[0];
+                if (plan->padding[oc.flat + ic.flat]) {
+                    scale_row(plan, tile, row);
+                } else {
+                    add_tile(plan, &t, i - i0, 0, row, 0, 1);
+                }
+            }
+        }
+        return;
+    }
+    cursor_seek(&g->inner, &ic, j0);
+    if (inner_last < 0 || abs_ptrdiff(outer_stride) <= abs_ptrdiff(inner_stride)) {
+        for (ptrdiff_t j = j0; j < j1; ++j, cursor_step(&g->inner, &ic)) {
+            add_tile(plan, &t, 0, t.row_bytes, data + oc.off[0] + ic.off[0], outer_stride, i1 - i0);
+        }
+        return;
+    }
+    for (ptrdiff_t i = i0; i < i1; ++i) {
+        cursor_seek(&g->inner, &ic, j0);
+        for (ptrdiff_t j = j0; j < j1;) {
+            const ptrdiff_t run =
+                min_ptrdiff(j1 - j, g->inner.shape[inner_last] - ic.index[inner_last]);
+            add_tile(plan, &t, i - i0, 0, data + (i - i0) * outer_stride + oc.off[0] + ic.off[0],
+                     inner_stride, run);
+            cursor_advance(&g->inner, &ic, run);
+            j += run;
+        }
+    }
+}
+
+/* Adds at explicit positions: window [l0, l1) of the innermost row axis in
+ * the leading rows b0 .. b1 - 1.  The window's integer positions are made
+ * once as one range when they fit in the tile, and each row looks its row
+ * up there (runs of positions that count up are one call); a row outside
+ * it, or at a non-integral position, gets the tile's spare row. */
+static void add_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_t l0,
+                       ptrdiff_t l1, ptrdiff_t b0, ptrdiff_t b1)
+{
+    const group_t *g = &plan->groups[0];
+    const scratch_t s = scratch_of(plan, worker);
+    const ptrdiff_t length = plan->length;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (ptrdiff_t b = b0; b < b1; ++b) {
+        for (ptrdiff_t i = b * length + l0; i < b * length + l1; ++i) {
+            int64_t p;
+            double x;
+            if ((plan->padding == NULL || !plan->padding[i]) && position_of(plan, g, i, &p, &x)) {
+                lo = p < lo ? p : lo;
+                hi = p > hi ? p : hi;
+            }
+        }
+    }
+    const int ranged = lo <= hi && hi - lo < plan->tile_rows;
+    tile_t t;
+    tile_layout(plan, g, worker, tile, &s.an, &t);
+    if (ranged) {
+        fill_tile(plan, g, worker, tile, &t, 0, 1, lo, hi - lo + 1, 0.0);
+    }
+    const int last = g->outer.naxes - 1;
+    const ptrdiff_t stride = g->outer.bstride[0][last];
+    char *data = plan->target[0].data;
+    cursor_t oc;
+    for (ptrdiff_t b = b0; b < b1; ++b) {
+        cursor_seek(&g->outer, &oc, b * length + l0);
+        for (ptrdiff_t i = b * length + l0; i < b * length + l1;) {
+            char *row = data + oc.off[0];
+            int64_t p;
+            double x;
+            const int is_int = position_of(plan, g, i, &p, &x);
+            ptrdiff_t run = 1;
+            if (plan->padding != NULL && plan->padding[i]) {
+                scale_row(plan, tile, row);
+            } else if (ranged && is_int && p >= lo && p <= hi) {
+                int64_t q;
+                while (i + run < b * length + l1 && (plan->padding == NULL || !plan->padding[i + run]) &&
+                       position_of(plan, g, i + run, &q, &x) && q == p + run && q <= hi) {
+                    ++run;
+                }
+                add_tile(plan, &t, p - lo, t.row_bytes, row, stride, run);
+            } else {
+                fill_tile(plan, g, worker, tile, &t, plan->tile_rows, is_int, p, 1, x);
+                add_tile(plan, &t, plan->tile_rows, 0, row, 0, 1);
+            }
+            cursor_advance(&g->outer, &oc, run);
+            i += run;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Bands (grids). */
+
+/* Group i's outer range [o[0], o[1]) and inner range [j[0], j[1]) in band
+ * `band`: fixed indices on the axes before band_axis, a span of it, every
+ * index of the axes after it. */
+static void band_ranges(const plan_t *plan, const group_t *g, ptrdiff_t band, ptrdiff_t o[2],
+                        ptrdiff_t j[2])
+{
+    const int q = plan->band_axis, a = g->axis, r = plan->row_axes;
+    const ptrdiff_t *shape = plan->row_shape;
+    ptrdiff_t lead = band / plan->spans;
+    const ptrdiff_t q0 = band % plan->spans * plan->span;
+    const ptrdiff_t q1 = min_ptrdiff(q0 + plan->span, shape[q]);
+    ptrdiff_t index[SINPE_MAX_DIMS];
+    for (int k = q - 1; k >= 0; --k) {
+        index[k] = lead % shape[k];
+        lead /= shape[k];
+    }
+    index[q] = q0;
+    /* C-order strides of the inner axes (every axis but a), and the rows a
+     * band holds after axis q */
+    ptrdiff_t stride = 1, start = 0, trailing = 1;
+    for (int k = r - 1; k >= 0; --k) {
+        if (k == a) {
+            continue;
+        }
+        if (k <= q) {
+            start += index[k] * stride;
+        } else {
+            trailing *= shape[k];
+        }
+        stride *= shape[k];
+    }
+    o[0] = a < q ? index[a] : a == q ? q0 : 0;
+    o[1] = a < q ? index[a] + 1 : a == q ? q1 : shape[a];
+    j[0] = start;
+    j[1] = start + trailing * (a == q ? 1 : q1 - q0);
+}
+
+/* ------------------------------------------------------------------ */
+
+void sinpe_plan_chunk(void *context, ptrdiff_t chunk, int worker)
+{
+    const plan_t *plan = context;
+    if (plan->cut == CUT_BANDS) {
+        for (int i = 0; i < plan->ngroups; ++i) {
+            const group_t *g = &plan->groups[i];
+            ptrdiff_t o[2], j[2];
+            band_ranges(plan, g, chunk, o, j);
+            for (ptrdiff_t tile = 0; tile < g->ntiles; ++tile) {
+                store_range(plan, g, worker, tile, o[0], o[1], j[0], j[1]);
+            }
+        }
+        return;
+    }
+    if (plan->cut == CUT_WINDOWS) { /* tile-major, then windows, then parts */
+        const ptrdiff_t per_tile = plan->windows * plan->parts;
+        const ptrdiff_t w = chunk % per_tile / plan->parts, part = chunk % plan->parts;
+        const ptrdiff_t l0 = w * plan->window, b0 = part * plan->per_part;
+        add_window(plan, worker, chunk / per_tile, l0, min_ptrdiff(l0 + plan->window, plan->length),
+                   b0, min_ptrdiff(b0 + plan->per_part, plan->leads));
+        return;
+    }
+    const group_t *g = &plan->groups[0];
+    const ptrdiff_t per_tile = plan->spans * plan->parts;
+    const ptrdiff_t span = chunk % per_tile / plan->parts, part = chunk % plan->parts;
+    const ptrdiff_t i0 = span == 0 ? 0 : span * plan->span - plan->shift;
+    const ptrdiff_t i1 = min_ptrdiff((span + 1) * plan->span - plan->shift, g->outer_count);
+    const ptrdiff_t j0 = part * plan->per_part;
+    const ptrdiff_t j1 = min_ptrdiff(j0 + plan->per_part, g->inner_count);
+    if (plan->adding) {
+        add_span(plan, worker, chunk / per_tile, i0, i1, j0, j1);
+    } else {
+        store_range(plan, g, worker, chunk / per_tile, i0, i1, j0, j1);
+    }
+}
