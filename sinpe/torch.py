@@ -360,9 +360,10 @@ class PositionalEncoding(nn.Module):
       ``x`` is ``(seq, batch, d_model)``.
 
     ``pe`` holds the table computed in double precision by sinpe's kernel and
-    rounded once to ``dtype`` (default float32, as in the originals; float16,
-    bfloat16 and float64 too): float32 within ``2**-24`` of exact, where the
-    float32 recipes drift by ~4e-4 at position 5000.
+    rounded once to ``dtype`` (float16, bfloat16, float32 or float64; by
+    default torch's default dtype, float32 unless changed, as in the
+    originals): float32 within ``2**-24`` of exact, where the float32 recipes
+    drift by ~4e-4 at position 5000.
 
     ``device`` (like ``nn.Linear``'s factory argument) defaults to torch's
     default device, so the module builds under ``torch.set_default_device``
@@ -420,7 +421,7 @@ class PositionalEncoding(nn.Module):
                 f"got max_len={self.max_len}"
             )
         sinpe.encode(0, 1, self.n)  # sinpe's own message for a bad base n
-        dtype = _check_dtype(torch.float32 if dtype is None else dtype)
+        dtype = _check_dtype(torch.get_default_dtype() if dtype is None else dtype)
         table = _table(self.max_len, self.d_model, self.n, 0, dtype, _device(device))
         self.register_buffer("pe", table.unsqueeze(0 if self.batch_first else 1))
 

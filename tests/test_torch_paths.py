@@ -234,6 +234,20 @@ def test_explicit_cpu_device_inside_a_meta_context_gets_the_kernel_table(st, tor
     assert default.device.type == "meta" and default.shape == (40, 16)
 
 
+def test_module_follows_the_default_dtype_like_the_originals(st, torch):
+    from reference.seeds import Seed002PositionalEncoding
+
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        module = st.PositionalEncoding(8, max_len=20)
+        seed = Seed002PositionalEncoding(8, 0.1, 20)
+    finally:
+        torch.set_default_dtype(before)
+    assert module.pe.dtype == seed.pe.dtype == torch.float64
+    assert same_bits(torch, module.pe[0], torch.from_numpy(sinpe.encode(20, 8, dtype="f8")))
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
 def test_encode_meta_validates_like_the_cpu(st, torch, dtype):
     dtype = getattr(torch, dtype)
