@@ -384,13 +384,15 @@ class PositionalEncoding(nn.Module):
     raises ``ValueError`` too.
 
     Deployment: ``forward`` is plain torch code, so the module works with
-    ``torch.jit.script`` (whose compiled code raises ``torch.jit.Error``,
-    TorchScript's only exception type, with the same messages),
-    ``torch.jit.trace``, ``torch.compile(fullgraph=True)``, ``torch.export``
-    and ``torch.onnx.export``, exactly like the originals: ``pe`` is a
-    constant buffer of the exported program and the sequence length may be
-    dynamic.  A traced module, like a traced original, does not re-check
-    ``max_len``.
+    ``torch.jit.script`` (also saved and loaded), ``torch.jit.trace``,
+    ``torch.compile(fullgraph=True)``, ``torch.export`` and
+    ``torch.onnx.export``, exactly like the originals: ``pe`` is a constant
+    buffer of the exported program and the sequence length may be dynamic.
+    The checks above raise their ``ValueError`` messages inside torch's own
+    error types where a path allows no other: ``torch.jit.Error`` from
+    TorchScript, ``torch._dynamo.exc.Unsupported`` from a ``fullgraph``
+    compile.  A traced module, like a traced original, does not re-check
+    ``max_len`` or ``d_model``.
     """
 
     pe: torch.Tensor
