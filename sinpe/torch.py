@@ -6,17 +6,24 @@
 - :class:`PositionalEncoding` replaces the classes of The Annotated Transformer
   (batch-first, buffer ``pe`` of shape ``(1, max_len, d_model)``) and of
   pytorch/examples ``word_language_model`` (seq-first, ``(max_len, 1, d_model)``):
-  their ``state_dict`` loads with ``strict=True``.
-- :func:`encode` returns the table as a tensor; :func:`add_` adds it to a CPU
-  tensor in place.
+  their ``state_dict`` loads with ``strict=True``.  It works with
+  ``torch.jit.script``, ``torch.jit.trace``, ``torch.compile``, ``torch.export``
+  and ONNX export, and builds under a default-device context (``meta`` too).
+- :func:`encode` returns the table as a tensor on any device.
+- :func:`add_` adds the table to a tensor in place, on any device.
 
-Values are computed in double precision by sinpe's C kernel and rounded once
-(float16/32/64 directly; bfloat16 from the float64 values).
+Tables are computed in double precision by sinpe's C kernel on the CPU and
+rounded once to the tensor's dtype (float16, bfloat16, float32 or float64),
+written straight into the tensor's own memory.  Every invalid call raises
+``TypeError``, ``ValueError``, ``OverflowError`` or ``MemoryError`` before
+anything is written.
 """
 
-from __future__ import annotations
-
+import collections
 import operator
+import sys
+import threading
+from typing import Callable, Optional, Union
 
 import numpy as np
 
@@ -33,17 +40,132 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 __all__ = ["PositionalEncoding", "add_", "encode"]
 
-# torch dtypes that share memory with a NumPy dtype sinpe writes directly.
-_NUMPY_DTYPES = {
-    torch.float16: np.float16,
-    torch.float32: np.float32,
-    torch.float64: np.float64,
-}
+# Typed names for forward (TorchScript reads "# type:" comments inside it).
+_is_scripting: Callable[[], bool] = torch.jit.is_scripting  # type: ignore[attr-defined]
+_is_tracing: Callable[[], bool] = torch.jit.is_tracing  # type: ignore[attr-defined]
+
+Device = Union[str, torch.device]
+
+_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _SUPPORTED = "torch.float16, torch.bfloat16, torch.float32 or torch.float64"
 
-# add_ on bfloat16 works through a float64 copy; this many elements at a time
-# keeps that copy at most 8 MiB whatever the tensor's size.
-_BF16_CHUNK_ELEMENTS = 1 << 20
+# The kernel's view of a torch half-type tensor: the tensor's own memory, with
+# NumPy dtype metadata naming the torch element type, so that sinpe stores
+# bfloat16 (which NumPy lacks) and computes add_ with torch's rule for half
+# types (each operation in float32, the scale rounded to float32).
+_FLOAT16_VIEW = np.dtype(np.float16, metadata={"sinpe": "torch.float16"})
+_BFLOAT16_VIEW = np.dtype(np.int16, metadata={"sinpe": "torch.bfloat16"})
+
+
+def _kernel_view(tensor: torch.Tensor) -> np.ndarray:
+    """A NumPy array over ``tensor``'s own memory, as sinpe's kernel reads and writes it.
+
+    ``tensor`` is a strided CPU tensor of one of the four dtypes, without the
+    negative or conjugate bit.  float32/float64: ``tensor.numpy()``; float16
+    and bfloat16: the same memory with a dtype whose metadata names the torch
+    type.  Writing through the view writes the tensor, bypassing autograd.
+    """
+    tensor = tensor.detach()
+    if tensor.dtype is torch.bfloat16:
+        return tensor.view(torch.int16).numpy().view(_BFLOAT16_VIEW)
+    array = tensor.numpy()
+    if tensor.dtype is torch.float16:
+        return array.view(_FLOAT16_VIEW)
+    return array
+
+
+def _kernel_writes(tensor: torch.Tensor) -> bool:
+    """Whether :func:`add_` hands ``tensor`` to the kernel (else torch's own ops write it).
+
+    The kernel writes plain CPU memory: a CPU tensor of class ``torch.Tensor``
+    (or an ``nn.Parameter``) whose memory holds its values, i.e. not a
+    negative or conjugate view, nor a wrapper without memory of its own
+    (``torch.vmap``'s batched tensors, functionalized tensors).  Tests force
+    torch's path on the CPU by replacing this function.
+    """
+    return (
+        tensor.device.type == "cpu"
+        and type(tensor) in (torch.Tensor, nn.Parameter)
+        and not tensor.is_neg()
+        and not tensor.is_conj()
+        and not torch._C._functorch.is_functorch_wrapped_tensor(tensor)
+        and not torch._is_functional_tensor(tensor)
+    )
+
+
+def _check_dtype(dtype: object) -> torch.dtype:
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype ({_SUPPORTED}), got {dtype!r}")
+    if dtype not in _DTYPES:
+        raise TypeError(f"dtype must be {_SUPPORTED}, got {dtype}")
+    return dtype
+
+
+def _device(device: Optional[Device]) -> torch.device:
+    """``device`` as a torch.device; None is torch's default device (a context counts)."""
+    if device is None:
+        return torch.get_default_device()
+    try:
+        return torch.device(device)
+    except RuntimeError as exc:  # an unknown device string
+        raise ValueError(f"device={device!r} is not a torch device: {exc}") from None
+
+
+def _check_table(L: int, d: int, n: float, offset: int) -> None:
+    """sinpe's own checks, with its messages, of an ``(L, d)`` table's arguments.
+
+    A zero-row table checks ``d``, ``n`` and ``offset``; a one-column float16
+    table (``1/d`` of the table's work) checks ``L``: its type, its sign, and
+    that the last position is in range.  This runs before torch allocates
+    anything of shape ``(L, d)``.
+    """
+    sinpe.encode(0, d, n, offset=offset)
+    sinpe.encode(L, 1, n, offset=offset, dtype=np.float16)
+
+
+def _empty(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``torch.empty`` raising OverflowError/MemoryError instead of torch's RuntimeError."""
+    size = dtype.itemsize
+    for extent in shape:
+        size *= extent
+    if size > sys.maxsize:
+        raise OverflowError(
+            f"a tensor of shape {shape} and dtype {dtype} ({size} bytes) is too large to represent"
+        )
+    try:
+        return torch.empty(shape, dtype=dtype, device=device)
+    except RuntimeError as exc:
+        raise MemoryError(
+            f"cannot allocate a {dtype} tensor of shape {shape} on {device}: {exc}"
+        ) from None
+
+
+def _moved(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``tensor.to(device)``, with torch's failures as MemoryError/ValueError."""
+    if tensor.device == device:
+        return tensor
+    try:
+        return tensor.to(device)
+    except torch.OutOfMemoryError as exc:
+        raise MemoryError(f"cannot allocate the table on {device}: {exc}") from None
+    except (RuntimeError, AssertionError) as exc:  # e.g. "Torch not compiled with CUDA enabled"
+        raise ValueError(f"cannot place the table on device {device}: {exc}") from None
+
+
+def _table(
+    L: int, d: int, n: float, offset: int, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    """The ``(L, d)`` table in a new tensor on ``device`` (checked arguments first).
+
+    meta: an empty meta tensor (no values).  Any other device: written by the
+    kernel into a new CPU tensor, then moved to ``device``.
+    """
+    _check_table(L, d, n, offset)
+    if device.type == "meta":
+        return _empty((L, d), dtype, device)
+    table = _empty((L, d), dtype, torch.device("cpu"))
+    sinpe.encode(L, d, n, offset=offset, out=_kernel_view(table))
+    return _moved(table, device)
 
 
 def encode(
@@ -53,27 +175,84 @@ def encode(
     *,
     offset: int = 0,
     dtype: torch.dtype = torch.float32,
-    device: str | torch.device = "cpu",
+    device: Optional[Device] = None,
 ) -> torch.Tensor:
-    """The ``(L, d)`` sinusoidal table as a tensor: ``sinpe.encode`` for PyTorch.
+    """The ``(L, d)`` sinusoidal table as a new tensor: ``sinpe.encode`` for PyTorch.
 
-    Rows are positions ``offset .. offset + L - 1``.  float16/float32/float64
-    are written by sinpe's kernel straight into the tensor's memory; bfloat16
-    (which NumPy lacks) is rounded once from the float64 table.  On another
-    ``device`` the table is built on the CPU and copied there.  Bad arguments
-    raise sinpe's ``ValueError``/``TypeError``, naming the argument.
+    Rows are positions ``offset .. offset + L - 1``; each value is computed in
+    double precision and rounded once to ``dtype`` (float16, bfloat16,
+    float32 or float64), by sinpe's kernel writing the tensor's own memory.
+
+    ``device`` defaults to torch's default device (``torch.set_default_device``
+    or a ``with torch.device(...)`` context).  On the CPU the kernel writes
+    the result itself; on ``meta`` the result is an empty meta tensor (shape
+    and dtype; the arguments are checked, no table is computed); on any other
+    device the table is written on the CPU and copied there.
+
+    Raises, before allocating the result: ``TypeError`` for a wrong kind of
+    argument (a float ``L``, a dtype that is not one of the four),
+    ``ValueError`` for a wrong value (sinpe's messages: ``L < 0``, ``d < 1``,
+    ``n`` or positions out of range; an unknown or unusable device),
+    ``OverflowError``/``MemoryError`` for a table that cannot be represented
+    or allocated.
     """
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype must be a torch.dtype ({_SUPPORTED}), got {dtype!r}")
-    if dtype is torch.bfloat16:
-        table = torch.from_numpy(sinpe.encode(L, d, n, offset=offset, dtype=np.float64))
-        table = table.to(torch.bfloat16)
-    elif dtype in _NUMPY_DTYPES:
-        # sinpe validates every argument (with its own messages) before allocating.
-        table = torch.from_numpy(sinpe.encode(L, d, n, offset=offset, dtype=_NUMPY_DTYPES[dtype]))
-    else:
-        raise TypeError(f"dtype must be {_SUPPORTED}, got {dtype}")
-    return table.to(device)
+    dtype = _check_dtype(dtype)
+    return _table(L, d, n, offset, dtype, _device(device))
+
+
+# (dtype, L, d, n, offset) -> table, least recently used first
+_Tables = collections.OrderedDict[tuple[torch.dtype, int, int, float, int], torch.Tensor]
+
+
+class _TableCache:
+    """Tables for :func:`add_` off the CPU, least recently used first out.
+
+    One table per ``(device, dtype, L, d, n, offset)``.  Each device keeps at
+    most ``max_tables`` tables of at most ``max_bytes`` bytes in all; a table
+    larger than ``max_bytes`` is built for its call and not kept.
+    """
+
+    def __init__(self, max_tables: int, max_bytes: int) -> None:
+        self.max_tables = max_tables
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._tables: dict[torch.device, _Tables] = {}
+
+    def get(
+        self, device: torch.device, dtype: torch.dtype, L: int, d: int, n: float, offset: int
+    ) -> torch.Tensor:
+        key = (dtype, L, d, n, offset)
+        with self._lock:
+            tables = self._tables.get(device)
+            if tables is not None and key in tables:
+                tables.move_to_end(key)
+                return tables[key]
+        table = _table(L, d, n, offset, dtype, device)
+        size = table.numel() * table.element_size()
+        if size > self.max_bytes:
+            return table
+        with self._lock:
+            tables = self._tables.setdefault(device, _Tables())
+            tables[key] = table
+            tables.move_to_end(key)
+            while len(tables) > self.max_tables or self.nbytes(device) > self.max_bytes:
+                tables.popitem(last=False)
+        return table
+
+    def nbytes(self, device: torch.device) -> int:
+        tables = self._tables.get(device, _Tables())
+        return sum(t.numel() * t.element_size() for t in tables.values())
+
+    def __len__(self) -> int:
+        return sum(len(tables) for tables in self._tables.values())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._tables.clear()
+
+
+# A training or decoding loop adds the same few tables again and again.
+_TABLES = _TableCache(max_tables=8, max_bytes=64 << 20)
 
 
 def add_(
@@ -84,74 +263,87 @@ def add_(
     axis: int = -2,
     scale: float = 1.0,
 ) -> torch.Tensor:
-    """Add the positional encoding to a CPU tensor in place: ``sinpe.add_`` for PyTorch.
+    """Add the positional encoding to ``tensor`` in place: ``sinpe.add_`` for PyTorch.
 
-    ``tensor = scale * tensor + PE``, positions along ``axis``, features along
-    the last axis (``axis=-2`` for ``(B, L, d)``, ``axis=0`` for ``(L, B, d)``),
-    computed in double and rounded once.  Returns ``tensor``.
+    Positions run along ``axis`` (``offset`` first), features along the last
+    axis, every other axis is batch: ``axis=-2`` for ``(B, L, d)``, ``axis=0``
+    for ``(L, B, d)``.  Returns ``tensor``, which afterwards holds exactly the
+    bits of torch's ``tensor * scale + table`` (``tensor + table`` when
+    ``scale == 1``), ``table`` being ``encode(L, d, n, offset=offset,
+    dtype=tensor.dtype)`` broadcast along the batch axes: float32/float64 in
+    their own precision, float16/bfloat16 with each operation in float32
+    (``scale`` rounded to float32) and rounded to the half type.
 
-    Refused, before anything is written: a non-tensor (``TypeError``), a
-    non-CPU or non-strided tensor, an integer/complex dtype (``TypeError``), a
-    tensor that requires grad or has overlapping (expanded) memory
-    (``ValueError``: an in-place write would corrupt autograd or write one
-    element twice; use ``x = x + sinpe.torch.encode(...)`` instead).  The
-    write goes around torch's dispatcher, so the tensor's autograd version
-    counter is bumped by hand: a graph that saved it will refuse to backprop.
+    Devices: a CPU tensor is written in place by sinpe's kernel, which bumps
+    the tensor's autograd version by hand (a graph that saved the tensor
+    refuses to backprop through it).  On any other device, and for tensors
+    whose memory the kernel cannot address (negative views such as
+    ``z.conj().imag``, tensor subclasses, ``torch.vmap``'s batched tensors),
+    torch's own ops do the writing, as ``tensor.mul_(scale).add_(table)``
+    (no ``mul_`` when ``scale == 1``), with ``table`` written by the kernel on
+    the CPU and moved to the tensor's device once: each device keeps its last
+    8 tables, at most 64 MiB in all, for later calls (a larger table is not
+    kept).  A meta tensor gets a meta table: arguments and shapes are checked,
+    no values exist.
 
-    bfloat16 is computed through float64 copies of at most 1M elements: the
-    float64 result ``scale * x + PE`` is exact up to double rounding, and is
-    rounded once to bfloat16 when copied back.
+    Raises, before anything is written: ``TypeError`` for a non-tensor, a
+    non-strided layout or another dtype; ``ValueError`` for a tensor that
+    requires grad (use ``x = x + encode(...)``), an inference tensor outside
+    ``torch.inference_mode()`` (torch refuses to change those), a tensor whose
+    elements share memory (``expand``), or sinpe's bad values (fewer than 2
+    axes, ``axis`` out of range or the feature axis, ``n``, positions or
+    ``scale`` out of range); ``OverflowError``/``MemoryError`` for a table that
+    cannot be represented or allocated.
     """
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"tensor must be a torch.Tensor, got {type(tensor).__name__}")
-    if tensor.device.type != "cpu":
-        raise ValueError(
-            f"tensor must be on the CPU for an in-place add, got device {tensor.device}; "
-            "use x = x + sinpe.torch.encode(L, d, device=x.device, dtype=x.dtype)"
-        )
     if tensor.layout != torch.strided:
         raise TypeError(f"tensor must be a dense (strided) tensor, got layout {tensor.layout}")
-    if tensor.dtype not in _NUMPY_DTYPES and tensor.dtype is not torch.bfloat16:
+    if tensor.dtype not in _DTYPES:
         raise TypeError(f"tensor must have dtype {_SUPPORTED}, got {tensor.dtype}")
     if tensor.requires_grad:
         raise ValueError(
             "tensor requires grad: an in-place add would break autograd; "
-            "use x = x + sinpe.torch.encode(L, d, dtype=x.dtype) instead"
+            "use x = x + sinpe.torch.encode(L, d, dtype=x.dtype, device=x.device) instead"
         )
-    if any(stride == 0 and size > 1 for size, stride in zip(tensor.shape, tensor.stride())):
+    if tensor.is_inference() and not torch.is_inference_mode_enabled():
         raise ValueError(
-            f"tensor has overlapping memory (shape {tuple(tensor.shape)}, "
-            f"strides {tensor.stride()}): several elements share one address; "
-            "call .contiguous() first"
+            "tensor is an inference tensor and torch.inference_mode() is off: torch forbids "
+            "changing it in place; add inside inference_mode(), or to a .clone()"
         )
-    if tensor.dtype is torch.bfloat16:
-        _add_bfloat16(tensor, n, offset, axis, scale)
+    if _kernel_writes(tensor):
+        sinpe.add_(_kernel_view(tensor), n, offset=offset, axis=axis, scale=scale)
+        torch.autograd.graph.increment_version(tensor)
     else:
-        sinpe.add_(tensor.numpy(), n, offset=offset, axis=axis, scale=scale)
-    torch.autograd.graph.increment_version(tensor)
+        _add_by_torch(tensor, n, offset, axis, scale)
     return tensor
 
 
-def _add_bfloat16(tensor: torch.Tensor, n: float, offset: int, axis: int, scale: float) -> None:
-    # Chunks are taken along a batch axis (neither positions nor features), so
-    # every chunk covers the same positions: the first chunk's validation by
-    # sinpe.add_ holds for all of them, and a bad call writes nothing.
+def _add_by_torch(tensor: torch.Tensor, n: float, offset: int, axis: int, scale: float) -> None:
+    # sinpe checks n, offset, axis and scale (and the rank) with its own
+    # messages on an array of the tensor's shape without features: no element,
+    # nothing computed, nothing of the tensor's touched.
+    probe = np.empty(tuple(tensor.shape[:-1]) + (0,), np.float32)
+    sinpe.add_(probe, n, offset=offset, axis=axis, scale=scale)
+    if any(stride == 0 and size > 1 for size, stride in zip(tensor.shape, tensor.stride())):
+        raise ValueError(
+            f"tensor has elements that share memory (shape {list(tensor.shape)}, strides "
+            f"{list(tensor.stride())}, as from expand); writing it in place is ambiguous"
+        )
+    if tensor.numel() == 0:
+        return
     ndim = tensor.dim()
-    position_axis = operator.index(axis)
-    if ndim >= 2 and -ndim <= position_axis < ndim:
-        position_axis %= ndim
-    batch_axes = [a for a in range(ndim - 1) if a != position_axis]
-    if not batch_axes or tensor.numel() <= _BF16_CHUNK_ELEMENTS:
-        chunks = [tensor]
-    else:
-        chunk_axis = max(batch_axes, key=lambda a: tensor.shape[a])
-        per_index = tensor.numel() // tensor.shape[chunk_axis]
-        step = max(1, _BF16_CHUNK_ELEMENTS // per_index)
-        chunks = list(torch.split(tensor, step, dim=chunk_axis))
-    for chunk in chunks:
-        wide = chunk.to(torch.float64)  # exact: every bfloat16 is a float64
-        sinpe.add_(wide.numpy(), n, offset=offset, axis=axis, scale=scale)
-        chunk.copy_(wide)
+    position_axis = operator.index(axis) % ndim
+    length, features = tensor.shape[position_axis], tensor.shape[-1]
+    table = _TABLES.get(
+        tensor.device, tensor.dtype, length, features, float(n), operator.index(offset)
+    )
+    shape = [1] * ndim
+    shape[position_axis], shape[-1] = length, features
+    scale = float(scale)
+    if scale != 1.0:
+        tensor.mul_(scale)
+    tensor.add_(table.view(shape))
 
 
 class PositionalEncoding(nn.Module):
@@ -167,11 +359,19 @@ class PositionalEncoding(nn.Module):
       the PyTorch transformer tutorial): ``pe`` is ``(max_len, 1, d_model)``,
       ``x`` is ``(seq, batch, d_model)``.
 
-    ``pe`` is filled by sinpe's kernel through ``out=`` on the tensor's own
-    memory: values exact to one rounding (float32 within ``2**-24``), where
-    the float32 recipes drift by ~4e-4 at position 5000.  ``dtype`` (default
-    float32, as in the originals) and ``device`` choose the buffer's type and
-    place, like ``nn.Linear``'s factory arguments.
+    ``pe`` holds the table computed in double precision by sinpe's kernel and
+    rounded once to ``dtype`` (float16, bfloat16, float32 or float64; by
+    default torch's default dtype, float32 unless changed, as in the
+    originals): float32 within ``2**-24`` of exact, where the float32 recipes
+    drift by ~4e-4 at position 5000.
+
+    ``device`` (like ``nn.Linear``'s factory argument) defaults to torch's
+    default device, so the module builds under ``torch.set_default_device``
+    or ``with torch.device(...)``: on the CPU the kernel writes ``pe`` in
+    place; on ``meta`` ``pe`` is an empty meta tensor (shape and dtype, no
+    values; after ``to_empty(device=...)`` call :meth:`reset_parameters`, or
+    load a ``state_dict``); on any other device ``pe`` is written on the CPU
+    and moved there.
 
     ``forward(x, offset=0)`` adds positions ``offset .. offset + seq - 1``
     (``offset`` for incremental decoding) and returns ``x``'s dtype: for a
@@ -180,7 +380,19 @@ class PositionalEncoding(nn.Module):
     ``max_len`` raise ``ValueError`` (the table is not extended: that would
     change the buffer's shape and break ``strict`` loading); build the module
     with a larger ``max_len``, or use :func:`sinpe.torch.encode` for any
-    position up to ``sinpe.MAX_POSITION``.
+    position up to ``sinpe.MAX_POSITION``.  A wrong rank or width of ``x``
+    raises ``ValueError`` too.
+
+    Deployment: ``forward`` is plain torch code, so the module works with
+    ``torch.jit.script`` (also saved and loaded), ``torch.jit.trace``,
+    ``torch.compile(fullgraph=True)``, ``torch.export`` and
+    ``torch.onnx.export``, exactly like the originals: ``pe`` is a constant
+    buffer of the exported program and the sequence length may be dynamic.
+    The checks above raise their ``ValueError`` messages inside torch's own
+    error types where a path allows no other: ``torch.jit.Error`` from
+    TorchScript, ``torch._dynamo.exc.Unsupported`` from a ``fullgraph``
+    compile.  A traced module, like a traced original, does not re-check
+    ``max_len`` or ``d_model``.
     """
 
     pe: torch.Tensor
@@ -193,8 +405,8 @@ class PositionalEncoding(nn.Module):
         n: float = 10000.0,
         batch_first: bool = True,
         *,
-        device: str | torch.device | None = None,
-        dtype: torch.dtype | None = None,
+        device: Optional[Device] = None,
+        dtype: Optional[torch.dtype] = None,
     ) -> None:
         super().__init__()
         self.d_model = operator.index(d_model)
@@ -202,7 +414,7 @@ class PositionalEncoding(nn.Module):
         self.n = float(n)
         self.batch_first = bool(batch_first)
         self.dropout = nn.Dropout(p=dropout)
-        # Checked before torch.empty, which would give its own, vaguer errors.
+        # Checked before any tensor exists, which would give torch's vaguer errors.
         if self.d_model < 1:
             raise ValueError(f"d_model must be >= 1, got d_model={self.d_model}")
         if not 0 <= self.max_len <= sinpe.MAX_POSITION + 1:
@@ -211,16 +423,26 @@ class PositionalEncoding(nn.Module):
                 f"got max_len={self.max_len}"
             )
         sinpe.encode(0, 1, self.n)  # sinpe's own message for a bad base n
-        dtype = torch.float32 if dtype is None else dtype
-        if dtype is torch.bfloat16:
-            table = encode(self.max_len, self.d_model, self.n, dtype=torch.bfloat16)
-        elif dtype in _NUMPY_DTYPES:
-            table = torch.empty(self.max_len, self.d_model, dtype=dtype)
-            sinpe.encode(self.max_len, self.d_model, self.n, out=table.numpy())
+        dtype = _check_dtype(torch.get_default_dtype() if dtype is None else dtype)
+        table = _table(self.max_len, self.d_model, self.n, 0, dtype, _device(device))
+        self.register_buffer("pe", table.unsqueeze(0 if self.batch_first else 1))
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Write the table into ``pe`` again, on ``pe``'s device and in its dtype.
+
+        For deferred initialisation: build under ``torch.device("meta")``,
+        ``to_empty(device=...)``, then ``reset_parameters()``.  A meta ``pe``
+        is left as it is (it has no values).
+        """
+        rows = self.pe.select(0 if self.batch_first else 1, 0)  # (max_len, d_model)
+        if rows.device.type == "meta":
+            return
+        if _kernel_writes(rows):
+            sinpe.encode(self.max_len, self.d_model, self.n, out=_kernel_view(rows))
+            torch.autograd.graph.increment_version(rows)
         else:
-            raise TypeError(f"dtype must be {_SUPPORTED}, got {dtype}")
-        pe = table.unsqueeze(0) if self.batch_first else table.unsqueeze(1)
-        self.register_buffer("pe", pe.to(device) if device is not None else pe)
+            rows.copy_(_table(self.max_len, self.d_model, self.n, 0, rows.dtype, rows.device))
 
     def extra_repr(self) -> str:
         return (
@@ -229,22 +451,25 @@ class PositionalEncoding(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        seq_axis = 1 if self.batch_first else 0
+        if not _is_scripting():
+            offset = operator.index(offset)  # TorchScript checks the int itself
         if x.dim() != 3:
             layout = "(batch, seq, d_model)" if self.batch_first else "(seq, batch, d_model)"
-            raise ValueError(f"x must be 3-D {layout}, got shape {tuple(x.shape)}")
-        if x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"x's last axis must be d_model={self.d_model}, got shape {tuple(x.shape)}"
-            )
-        offset = operator.index(offset)
-        length = x.shape[seq_axis]
-        if offset < 0 or offset + length > self.max_len:
-            raise ValueError(
-                f"positions offset={offset} .. {offset + length - 1} (sequence length "
-                f"{length}) are outside the table's 0 .. {self.max_len - 1}: "
-                f"build PositionalEncoding with max_len >= {offset + length}"
-            )
+            raise ValueError(f"x must be 3-D {layout}, got shape {list(x.shape)}")
+        length = x.shape[1] if self.batch_first else x.shape[0]
+        # A trace records tensor operations only: these checks would be evaluated
+        # once, on the example's sizes, and warned about; the originals have none.
+        if not _is_tracing():
+            if x.shape[-1] != self.d_model:
+                raise ValueError(
+                    f"x's last axis must be d_model={self.d_model}, got shape {list(x.shape)}"
+                )
+            if offset < 0 or offset + length > self.max_len:
+                raise ValueError(
+                    f"positions offset={offset} .. {offset + length - 1} (sequence length "
+                    f"{length}) are outside the table's 0 .. {self.max_len - 1}: "
+                    f"build PositionalEncoding with max_len >= {offset + length}"
+                )
         if self.batch_first:
             table = self.pe[:, offset : offset + length]
         else:

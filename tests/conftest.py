@@ -195,3 +195,26 @@ def run_python(argv, cwd) -> subprocess.CompletedProcess[str]:
         check=False,
         env={**os.environ, "MPLBACKEND": "Agg"},
     )
+
+
+# -- exact comparisons of tensors ---------------------------------------------------------
+
+
+def bits(torch, tensor):
+    """The tensor's bits as integers of its width, for exact comparisons."""
+    return tensor.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[tensor.element_size()])
+
+
+def bfloat16_rounded_once(torch, values: np.ndarray):
+    """float64 values rounded once (to nearest, ties to even) to bfloat16.
+
+    torch's float64 -> bfloat16 conversion goes through float32 and can round
+    twice.  Here the 8 significant bits are rounded in float64 (np.rint: ties
+    to even); the result is exact in float32 and in bfloat16.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    tiny = np.abs(values[values != 0])
+    assert tiny.size == 0 or tiny.min() >= 2.0**-126  # normal bfloat16 numbers only
+    mantissa, exponent = np.frexp(values)  # values = mantissa * 2**exponent, 0.5 <= |m| < 1
+    rounded = np.ldexp(np.rint(np.ldexp(mantissa, 8)), exponent - 8)
+    return torch.from_numpy(rounded.astype(np.float32)).to(torch.bfloat16)
