@@ -245,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     plot = commands.add_parser(
         "plot",
-        help="draw the table (needs matplotlib: pip install sinpe[plot])",
+        help="draw the table (needs matplotlib>=3.6)",
         description="Draw the (L, D) table to an image (format from the extension: "
         "png, pdf, svg, ...), atomically.",
     )
@@ -272,14 +272,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the L=128, d=64 heatmap and print the accuracy summary",
         description="Write the heatmap of sinpe.encode(128, 64) to OUTPUT (replacing it) "
         "and print sinpe's float32 error against the float64 reference. "
-        "Needs matplotlib: pip install sinpe[plot].",
+        "Needs matplotlib>=3.6.",
     )
     demo.add_argument("-o", "--output", default="pe.png", help="image to write (pe.png)")
     demo.set_defaults(run=cmd_demo)
 
     commands.add_parser(
         "bench",
-        help="time sinpe against the seed recipes (arguments go to sinpe.bench; "
+        help="time sinpe against the tutorials' recipes (arguments go to sinpe.bench; "
         "sinpe bench --help for its own)",
         add_help=False,
     )

@@ -17,15 +17,15 @@ def run_script(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     return run_python([str(EXAMPLES / name), *args], cwd)
 
 
-def test_seed_figures_writes_every_seed_figure_as_a_non_trivial_png(tmp_path):
+def test_tutorial_figures_writes_every_figure_as_a_non_trivial_png(tmp_path):
     outdir = tmp_path / "figures"
-    proc = run_script("seed_figures.py", str(outdir), "--dpi", "50", cwd=tmp_path)
+    proc = run_script("tutorial_figures.py", str(outdir), "--dpi", "50", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     expected = {
-        "seed000_columns_6-9_of_60x32.png",
-        "seed001_heatmap_128x8.png",
-        "seed002_heatmap_10x4_n100.png",
-        "seed002_heatmap_1000x512.png",
+        "columns_6-9_of_60x32.png",
+        "heatmap_128x8.png",
+        "heatmap_10x4_n100.png",
+        "heatmap_1000x512.png",
         "similarity_128x64.png",
     }
     assert {p.name for p in outdir.iterdir()} == expected
