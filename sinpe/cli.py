@@ -8,8 +8,9 @@
 
 Exit status: 0 success; 1 the output could not be written (it exists and
 ``--force`` was not given, or an I/O or memory error); 2 bad arguments (usage
-errors, and sinpe's own ValueError/TypeError, printed as they are) or a
-command this installation cannot run (matplotlib or sinpe.bench missing).
+errors, an output path that is a directory, and sinpe's own
+ValueError/TypeError, printed as they are) or a command this installation
+cannot run (matplotlib or sinpe.bench missing).
 matplotlib and the benchmarks are imported only by the commands that use them.
 """
 
@@ -82,6 +83,8 @@ def write_atomically(path: str, write: Callable[[BinaryIO], None], *, force: boo
     ``path`` is never replaced, even one created while we were writing: the
     temporary file is hard-linked to ``path``, which fails if it exists.
     """
+    if os.path.isdir(path):  # --force could not help: a directory is never replaced
+        raise CommandError(f"{path} is a directory; -o needs a file name")
     if not force and os.path.lexists(path):
         raise CommandError(f"{path} exists; use --force to overwrite it", WRITE_ERROR)
     directory = os.path.dirname(os.path.abspath(path))
@@ -240,7 +243,12 @@ def build_parser() -> argparse.ArgumentParser:
         "a temporary file in the same directory, then a rename.",
     )
     table_arguments(encode)
-    encode.add_argument("--dtype", default="float32", help="float16, float32 (default) or float64")
+    encode.add_argument(
+        "--dtype",
+        default="float32",
+        choices=("float16", "float32", "float64"),
+        help="element type (default float32)",
+    )
     encode.set_defaults(run=cmd_encode)
 
     plot = commands.add_parser(
