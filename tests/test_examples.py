@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 
@@ -41,18 +40,3 @@ def test_typed_usage_example_runs(tmp_path):
     proc = run_script("typed_usage.py", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[1] == "float32 float64 float16"
-
-
-def readme_blocks_using(*modules: str) -> list[str]:
-    text = (EXAMPLES.parent / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
-    return [b for b in blocks if any(m in b for m in modules)]
-
-
-def test_readme_torch_and_plot_snippets_run(torch, tmp_path, monkeypatch):
-    blocks = readme_blocks_using("sinpe.torch", "sinpe.plot")
-    assert len(blocks) >= 3  # the drop-in, the tensor functions, the plots
-    monkeypatch.chdir(tmp_path)
-    for block in blocks:
-        exec(compile(block, "README.md", "exec"), {})  # noqa: S102 - our own README
-    assert {"pe.png", "cols.png", "sim.png"} <= {p.name for p in tmp_path.iterdir()}
