@@ -22,12 +22,10 @@ makes a new :class:`matplotlib.figure.Figure` and returns it:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 import io
 import sys
-from typing import overload
+from collections.abc import Sequence
+from typing import Any, overload
 
 import numpy as np
 from numpy.typing import NDArray
