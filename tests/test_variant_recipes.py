@@ -457,10 +457,12 @@ def test_x_transformers_is_the_concatenated_table_scaled(torch, dim, offset):
     _assert_within(got, want, scale * _columns(pair + U32, dim, "concatenated"))
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 @pytest.mark.parametrize("dim", [8, 64])
 @pytest.mark.parametrize("offset", [0, 300])
 def test_x_transformers_recipe_matches_the_real_package_bitwise(torch, dim, offset):
-    # Installed without its torch requirement (tests/requirements-nodeps.txt).
+    # Installed without its torch requirement (tests/requirements-nodeps.txt); its
+    # import decorates functions with torch.jit.script, which torch now deprecates.
     from x_transformers.x_transformers import ScaledSinusoidalEmbedding
 
     module = ScaledSinusoidalEmbedding(dim)
