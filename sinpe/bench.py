@@ -5,7 +5,7 @@ to save the figures).  One row per case:
 
 * ``encode`` of a new float32 table vs ``numpy.full`` of the same shape
   (allocating and writing the same bytes is the floor), the NumPy float64
-  recipe (``sinpe.reference.table_float64``) and each seed document's
+  recipe (``sinpe.reference.table_float64``) and each tutorial's
   PyTorch recipe (when torch is installed);
 * ``encode(out=)`` vs ``ndarray.fill``;
 * ``add_`` vs ``numpy.add(x, pe, out=x)`` and torch's ``x.add_(pe)`` with
@@ -43,7 +43,7 @@ Timer = Callable[[], object]
 
 
 def _torch_recipes() -> Dict[str, Callable[[int, int], object]]:
-    """The five seed documents' PyTorch code, as written there (float32)."""
+    """The five tutorials' PyTorch code, as written there (float32)."""
     try:
         import torch
     except ImportError:
@@ -317,8 +317,8 @@ def _print_table(results: List[Dict[str, Any]], header: Dict[str, Any], file: An
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m sinpe.bench",
-        description="Time sinpe against numpy.full/fill, the NumPy float64 recipe and the seed "
-                    "documents' PyTorch recipes.")
+        description="Time sinpe against numpy.full/fill, the NumPy float64 recipe and the "
+                    "tutorials' PyTorch recipes.")
     parser.add_argument("--quick", action="store_true",
                         help="fewer rounds and no float64 NumPy recipe at the largest size")
     parser.add_argument("--json", metavar="PATH", help="also write the figures to PATH as JSON")

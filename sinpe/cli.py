@@ -8,8 +8,9 @@
 
 Exit status: 0 success; 1 the output could not be written (it exists and
 ``--force`` was not given, or an I/O or memory error); 2 bad arguments (usage
-errors, and sinpe's own ValueError/TypeError, printed as they are) or a
-command this installation cannot run (matplotlib or sinpe.bench missing).
+errors, an output path that is a directory, and sinpe's own
+ValueError/TypeError, printed as they are) or a command this installation
+cannot run (matplotlib or sinpe.bench missing).
 matplotlib and the benchmarks are imported only by the commands that use them.
 """
 
@@ -82,6 +83,8 @@ def write_atomically(path: str, write: Callable[[BinaryIO], None], *, force: boo
     ``path`` is never replaced, even one created while we were writing: the
     temporary file is hard-linked to ``path``, which fails if it exists.
     """
+    if os.path.isdir(path):  # --force could not help: a directory is never replaced
+        raise CommandError(f"{path} is a directory; -o needs a file name")
     if not force and os.path.lexists(path):
         raise CommandError(f"{path} exists; use --force to overwrite it", WRITE_ERROR)
     directory = os.path.dirname(os.path.abspath(path))
@@ -240,12 +243,17 @@ def build_parser() -> argparse.ArgumentParser:
         "a temporary file in the same directory, then a rename.",
     )
     table_arguments(encode)
-    encode.add_argument("--dtype", default="float32", help="float16, float32 (default) or float64")
+    encode.add_argument(
+        "--dtype",
+        default="float32",
+        choices=("float16", "float32", "float64"),
+        help="element type (default float32)",
+    )
     encode.set_defaults(run=cmd_encode)
 
     plot = commands.add_parser(
         "plot",
-        help="draw the table (needs matplotlib: pip install sinpe[plot])",
+        help="draw the table (needs matplotlib>=3.6)",
         description="Draw the (L, D) table to an image (format from the extension: "
         "png, pdf, svg, ...), atomically.",
     )
@@ -272,14 +280,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the L=128, d=64 heatmap and print the accuracy summary",
         description="Write the heatmap of sinpe.encode(128, 64) to OUTPUT (replacing it) "
         "and print sinpe's float32 error against the float64 reference. "
-        "Needs matplotlib: pip install sinpe[plot].",
+        "Needs matplotlib>=3.6.",
     )
     demo.add_argument("-o", "--output", default="pe.png", help="image to write (pe.png)")
     demo.set_defaults(run=cmd_demo)
 
     commands.add_parser(
         "bench",
-        help="time sinpe against the seed recipes (arguments go to sinpe.bench; "
+        help="time sinpe against the tutorials' recipes (arguments go to sinpe.bench; "
         "sinpe bench --help for its own)",
         add_help=False,
     )

@@ -1,32 +1,83 @@
 """The pictures the positional-encoding tutorials draw, one call each.
 
-Needs matplotlib (``pip install sinpe[plot]``).  Every function takes a table
-(a NumPy array or tensor of shape ``(L, d)``, or the ``(1, L, d)`` /
-``(L, 1, d)`` buffer of a ``PositionalEncoding`` module) and returns a new
-:class:`matplotlib.figure.Figure`.  They use matplotlib's object-oriented API
-only: no pyplot, so no global figure state and no GUI backend; save with
-``fig.savefig("pe.png")``, or let a notebook display the returned figure.
+Needs matplotlib (``pip install "matplotlib>=3.6"``).  Every function takes a
+table (a NumPy array or tensor of shape ``(L, d)``, or the ``(1, L, d)`` /
+``(L, 1, d)`` buffer of a ``PositionalEncoding`` module).  As matplotlib
+recommends for library plotting functions, ``ax=`` draws into an Axes you
+already have (and the function returns that Axes); without it the function
+makes a new :class:`matplotlib.figure.Figure` and returns it:
+
+- in Jupyter, a returned figure shows inline when it is a cell's last
+  expression, or with ``display(fig)``, without ``%matplotlib`` or pyplot;
+- with pyplot imported and a GUI backend, the figure is pyplot's, so
+  ``plt.show()`` shows it (close it with ``plt.close(fig)``);
+- otherwise (headless, Agg, the notebook's inline backend) pyplot never holds
+  it, so figures made in a loop are freed like any object.  sinpe never
+  imports pyplot itself.
 
 >>> import sinpe, sinpe.plot
->>> sinpe.plot.heatmap(sinpe.encode(128, 64)).savefig("pe.png")  # doctest: +SKIP
+>>> fig = sinpe.plot.heatmap(sinpe.encode(128, 64))
+>>> fig.savefig("pe.png")
 """
 
 from __future__ import annotations
 
+import io
+import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from numpy.typing import NDArray
 
 try:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
     raise ImportError(
-        "sinpe.plot needs matplotlib, which is not installed: pip install sinpe[plot]"
+        'sinpe.plot needs matplotlib, which is not installed: pip install "matplotlib>=3.6"'
     ) from exc
 
 __all__ = ["columns", "heatmap", "similarity"]
+
+
+class _Figure(Figure):
+    """A Figure that IPython displays as a PNG (its rich display protocol).
+
+    A figure made without pyplot has no backend for a notebook to show, so
+    Jupyter would print its repr as text; ``_repr_png_`` is what IPython asks
+    any object for.
+    """
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", bbox_inches="tight")
+        return buffer.getvalue()
+
+
+def _new_figure(figsize: tuple[float, float]) -> Figure:
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:  # never import pyplot ourselves: it would pick a backend
+        return _Figure(figsize=figsize, layout="constrained")
+    figure: Figure = pyplot.figure(figsize=figsize, layout="constrained", FigureClass=_Figure)
+    if getattr(figure.canvas, "required_interactive_framework", None) is None:
+        # Agg, or the notebook's inline backend: plt.show() cannot open a window,
+        # so pyplot must not keep the figure (no pile-up in loops, and no second
+        # inline copy next to the returned figure's own display).
+        pyplot.close(figure)
+    return figure
+
+
+def _axes(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
+    return _new_figure(figsize).add_subplot() if ax is None else ax
+
+
+def _result(ax: Axes, given: Axes | None) -> Figure | Axes:
+    if given is not None:
+        return given
+    figure = ax.get_figure()
+    assert isinstance(figure, Figure)
+    return figure
 
 
 def _table(pe: Any) -> NDArray[np.float64]:
@@ -47,34 +98,55 @@ def _table(pe: Any) -> NDArray[np.float64]:
 
 
 def _integer_ticks_if_few(ax: Any, d: int, L: int) -> None:
-    # As seed 002 does: label every dimension/position when there are only a few.
+    # As The Implemented Transformer's small heatmap: label every dimension/position.
     if d < 10:
         ax.set_xticks(range(d))
     if L < 20:
         ax.set_yticks(range(L))
 
 
+@overload
 def heatmap(
     pe: Any,
     *,
+    ax: None = None,
     offset: int = 0,
     title: str = "Positional Encoding",
     cmap: str = "viridis",
     figsize: tuple[float, float] = (6.4, 4.8),
-) -> Figure:
+) -> Figure: ...
+@overload
+def heatmap(
+    pe: Any,
+    *,
+    ax: Axes,
+    offset: int = 0,
+    title: str = "Positional Encoding",
+    cmap: str = "viridis",
+    figsize: tuple[float, float] = (6.4, 4.8),
+) -> Axes: ...
+def heatmap(
+    pe: Any,
+    *,
+    ax: Axes | None = None,
+    offset: int = 0,
+    title: str = "Positional Encoding",
+    cmap: str = "viridis",
+    figsize: tuple[float, float] = (6.4, 4.8),
+) -> Figure | Axes:
     """Position (rows, top to bottom) against encoding dimension, with a colorbar.
 
-    The heatmap of seeds 001 and 002 (``plt.imshow(pe, aspect="auto")``).
-    ``offset`` labels the first row's position.
+    The tutorials' heatmap (``plt.imshow(pe, aspect="auto")``).  ``offset``
+    labels the first row's position.  Returns a new Figure, or ``ax`` if given
+    (``figsize`` is then unused).
     """
     table = _table(pe)
     L, d = table.shape
     # A table's colours span [-1, 1] whatever its size, so heatmaps compare;
     # embeddings plus the table may reach further.
     limit = max(1.0, float(np.abs(table).max()))
-    fig = Figure(figsize=figsize, layout="constrained")
-    ax = fig.add_subplot()
-    image = ax.imshow(
+    axes = _axes(ax, figsize)
+    image = axes.imshow(
         table,
         aspect="auto",
         cmap=cmap,
@@ -83,24 +155,54 @@ def heatmap(
         vmax=limit,
         extent=(-0.5, d - 0.5, offset + L - 0.5, offset - 0.5),
     )
-    ax.set_title(title)
-    ax.set_xlabel("Encoding Dimension")
-    ax.set_ylabel("Position Index")
+    axes.set_title(title)
+    axes.set_xlabel("Encoding Dimension")
+    axes.set_ylabel("Position Index")
     if offset == 0:
-        _integer_ticks_if_few(ax, d, L)
-    fig.colorbar(image, ax=ax)
-    return fig
+        _integer_ticks_if_few(axes, d, L)
+    _colorbar(image, axes)
+    return _result(axes, ax)
 
 
+def _colorbar(image: Any, axes: Axes) -> None:
+    figure = axes.get_figure()
+    assert figure is not None
+    figure.colorbar(image, ax=axes)
+
+
+@overload
 def columns(
     pe: Any,
     cols: Sequence[int] = (6, 7, 8, 9),
     *,
+    ax: None = None,
     offset: int = 0,
     title: str | None = None,
     figsize: tuple[float, float] = (6.0, 2.5),
-) -> Figure:
-    """Selected columns against position, one line each (seed 000's d2l plot of columns 6..9)."""
+) -> Figure: ...
+@overload
+def columns(
+    pe: Any,
+    cols: Sequence[int] = (6, 7, 8, 9),
+    *,
+    ax: Axes,
+    offset: int = 0,
+    title: str | None = None,
+    figsize: tuple[float, float] = (6.0, 2.5),
+) -> Axes: ...
+def columns(
+    pe: Any,
+    cols: Sequence[int] = (6, 7, 8, 9),
+    *,
+    ax: Axes | None = None,
+    offset: int = 0,
+    title: str | None = None,
+    figsize: tuple[float, float] = (6.0, 2.5),
+) -> Figure | Axes:
+    """Selected columns against position, one line each (d2l's plot of columns 6..9).
+
+    Returns a new Figure, or ``ax`` if given.
+    """
     table = _table(pe)
     L, d = table.shape
     cols = [int(c) for c in cols]
@@ -108,35 +210,57 @@ def columns(
     if not cols or bad:
         raise ValueError(f"cols must be column indices in 0 .. {d - 1}, got {cols}")
     positions = np.arange(offset, offset + L)
-    fig = Figure(figsize=figsize, layout="constrained")
-    ax = fig.add_subplot()
+    axes = _axes(ax, figsize)
     styles = ["-", "--", "-.", ":"]
     for i, c in enumerate(cols):
-        ax.plot(positions, table[:, c], styles[i % len(styles)], label=f"Col {c}")
-    ax.set_xlabel("Row (position)")
-    ax.set_xlim(positions[0], positions[-1])
-    ax.grid(True)
-    ax.legend()
+        axes.plot(positions, table[:, c], styles[i % len(styles)], label=f"Col {c}")
+    axes.set_xlabel("Row (position)")
+    axes.set_xlim(positions[0], positions[-1])
+    axes.grid(True)
+    axes.legend()
     if title:
-        ax.set_title(title)
-    return fig
+        axes.set_title(title)
+    return _result(axes, ax)
 
 
+@overload
 def similarity(
     pe: Any,
     *,
+    ax: None = None,
     offset: int = 0,
     normalize: bool = False,
     title: str | None = None,
     cmap: str = "viridis",
     figsize: tuple[float, float] = (5.6, 4.8),
-) -> Figure:
+) -> Figure: ...
+@overload
+def similarity(
+    pe: Any,
+    *,
+    ax: Axes,
+    offset: int = 0,
+    normalize: bool = False,
+    title: str | None = None,
+    cmap: str = "viridis",
+    figsize: tuple[float, float] = (5.6, 4.8),
+) -> Axes: ...
+def similarity(
+    pe: Any,
+    *,
+    ax: Axes | None = None,
+    offset: int = 0,
+    normalize: bool = False,
+    title: str | None = None,
+    cmap: str = "viridis",
+    figsize: tuple[float, float] = (5.6, 4.8),
+) -> Figure | Axes:
     """Dot products ``pe[i] . pe[j]`` between every pair of positions, with a colorbar.
 
     Each pair of columns contributes ``cos((i - j) w)``, so the picture depends
     on ``i - j`` only: a band along the diagonal, which is how the encoding
     carries relative distance.  ``normalize=True`` divides by ``|pe[i]| |pe[j]|``
-    (cosine similarity).
+    (cosine similarity).  Returns a new Figure, or ``ax`` if given.
     """
     table = _table(pe)
     L = table.shape[0]
@@ -144,14 +268,13 @@ def similarity(
     if normalize:
         norms = np.linalg.norm(table, axis=1)
         gram = gram / np.maximum(np.outer(norms, norms), np.finfo(np.float64).tiny)
-    fig = Figure(figsize=figsize, layout="constrained")
-    ax = fig.add_subplot()
+    axes = _axes(ax, figsize)
     extent = (offset - 0.5, offset + L - 0.5, offset + L - 0.5, offset - 0.5)
-    image = ax.imshow(gram, cmap=cmap, interpolation="nearest", extent=extent)
-    ax.set_xlabel("Position")
-    ax.set_ylabel("Position")
-    ax.set_title(
+    image = axes.imshow(gram, cmap=cmap, interpolation="nearest", extent=extent)
+    axes.set_xlabel("Position")
+    axes.set_ylabel("Position")
+    axes.set_title(
         title or ("Cosine similarity" if normalize else "Dot product") + " between positions"
     )
-    fig.colorbar(image, ax=ax)
-    return fig
+    _colorbar(image, axes)
+    return _result(axes, ax)

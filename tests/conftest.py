@@ -183,9 +183,10 @@ def sample_offsets(rng: np.random.Generator, L: int, count: int) -> list[int]:
     return fixed + [int(o) for o in rng.integers(lo, hi + 1, size=count)]
 
 
-def run_python(argv, cwd) -> subprocess.CompletedProcess[str]:
+def run_python(argv, cwd, env=None) -> subprocess.CompletedProcess[str]:
     """Run this interpreter with argv in cwd (a tmp dir, so the installed sinpe is
-    imported, not the source tree's uncompiled one), headless (Agg)."""
+    imported, not the source tree's uncompiled one), headless (Agg) unless ``env``
+    (added to the environment) says otherwise."""
     return subprocess.run(
         [sys.executable, *argv],
         cwd=cwd,
@@ -193,7 +194,7 @@ def run_python(argv, cwd) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
         check=False,
-        env={**os.environ, "MPLBACKEND": "Agg"},
+        env={**os.environ, "MPLBACKEND": "Agg", **(env or {})},
     )
 
 

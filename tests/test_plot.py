@@ -1,4 +1,7 @@
-"""sinpe.plot: each figure shows the right data and renders to a non-trivial PNG.
+"""sinpe.plot: each figure shows the right data and renders to a non-trivial PNG;
+``ax=`` draws into a given Axes; figures display in Jupyter, show with
+``plt.show()`` under a GUI backend, and are never held by pyplot otherwise.
+(tests/test_notebooks.py runs them in a real Jupyter kernel.)
 
 matplotlib is in the ``test`` extra, so these tests never skip.
 """
@@ -6,12 +9,12 @@ matplotlib is in the ``test`` extra, so these tests never skip.
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
+from pathlib import Path
 
 import matplotlib.image
 import numpy as np
 import pytest
+from conftest import run_python
 from matplotlib.figure import Figure
 
 import sinpe
@@ -127,15 +130,13 @@ def test_plots_leave_pyplot_state_alone():
     assert all(fig.canvas is not None for fig in figures)
 
 
-def run_python(code: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+SUPPORT = Path(__file__).resolve().parent / "support"
+DRAW_ALL = (
+    "import sinpe, sinpe.plot\n"
+    "figures = [sinpe.plot.heatmap(sinpe.encode(16, 8)),\n"
+    "           sinpe.plot.columns(sinpe.encode(16, 8), cols=[1]),\n"
+    "           sinpe.plot.similarity(sinpe.encode(16, 8))]\n"
+)
 
 
 def test_plotting_imports_no_pyplot_and_needs_no_display(tmp_path):
@@ -145,14 +146,75 @@ def test_plotting_imports_no_pyplot_and_needs_no_display(tmp_path):
         "sinpe.plot.heatmap(sinpe.encode(16, 8)).savefig('pe.png')\n"
         "print('matplotlib.pyplot' in sys.modules)\n"
     )
-    proc = run_python(code, tmp_path)
+    proc = run_python(["-c", code], tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"
     assert (tmp_path / "pe.png").stat().st_size > 1000
 
 
 def test_import_without_matplotlib_says_how_to_install(tmp_path):
-    proc = run_python("import sys; sys.modules['matplotlib'] = None\nimport sinpe.plot", tmp_path)
+    proc = run_python(["-c", "import sys; sys.modules['matplotlib'] = None\nimport sinpe.plot"],
+                      tmp_path)
     assert proc.returncode != 0
     assert "ImportError: sinpe.plot needs matplotlib" in proc.stderr
-    assert "pip install sinpe[plot]" in proc.stderr
+    assert 'pip install "matplotlib>=3.6"' in proc.stderr
+
+
+@pytest.mark.parametrize("draw", ["heatmap", "columns", "similarity"])
+def test_figures_display_as_png_in_jupyter(draw):
+    # IPython shows any object with _repr_png_ as an image, pyplot or not.
+    fig = getattr(sinpe.plot, draw)(sinpe.encode(16, 16))
+    png = fig._repr_png_()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pixels = matplotlib.image.imread(io.BytesIO(png), format="png")
+    assert pixels.shape[0] > 100 and pixels.shape[1] > 100
+
+
+@pytest.mark.parametrize("draw", ["heatmap", "columns", "similarity"])
+def test_ax_draws_into_the_given_axes_and_returns_it(draw):
+    fig = Figure()
+    left, right = fig.subplots(1, 2)
+    table = sinpe.encode(16, 16)
+    result = getattr(sinpe.plot, draw)(table, ax=right)
+    assert result is right
+    assert not left.has_data() and right.has_data()
+    expected = table @ table.T.astype(np.float64) if draw == "similarity" else table
+    if draw == "columns":
+        assert np.array_equal(right.lines[0].get_ydata(), table[:, 6])
+    else:
+        assert np.allclose(right.images[0].get_array(), expected)
+    colorbars = 1 if draw != "columns" else 0  # drawn into the same figure, beside ax
+    assert len(fig.axes) == 2 + colorbars
+
+
+def test_with_pyplot_headless_figures_are_not_held_by_pyplot(tmp_path):
+    # Agg cannot show a window: pyplot must not collect figures made in a loop
+    # (it warns past 20 open figures, an error here, and keeps every one alive).
+    code = (
+        "import warnings; warnings.simplefilter('error')\n"
+        "import matplotlib.pyplot as plt, sinpe, sinpe.plot\n"
+        "for i in range(21):\n"
+        "    sinpe.plot.heatmap(sinpe.encode(8, 4))\n"
+        "print(plt.get_backend().lower(), plt.get_fignums())\n"
+    )
+    proc = run_python(["-c", code], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["agg", "[]"]
+
+
+def test_with_a_gui_backend_plt_show_shows_every_figure(tmp_path):
+    # A script: import pyplot, draw, plt.show().  The fake GUI backend "shows" a
+    # figure by saving it as shown-<number>.png.
+    code = "import matplotlib.pyplot as plt\n" + DRAW_ALL + (
+        "print(plt.get_fignums())\n"
+        "plt.show()\n"
+    )
+    proc = run_python(["-c", code], tmp_path, env={
+        "MPLBACKEND": "module://fake_gui_backend", "PYTHONPATH": str(SUPPORT)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[1, 2, 3]"
+    shown = sorted(p.name for p in tmp_path.glob("shown-*.png"))
+    assert shown == ["shown-1.png", "shown-2.png", "shown-3.png"]
+    for name in shown:
+        pixels = matplotlib.image.imread(tmp_path / name)
+        assert distinct_colours((pixels * 255).astype(np.uint8)) > 20  # a plot, not blank

@@ -1,11 +1,14 @@
 """The codebase recipes of tests/reference/variants.py against docs/variants.md's formula.
 
-These tests pin down the math that sinpe's issue-6 API must reproduce, before that API
-exists: every recipe (fairseq, tensor2tensor, Whisper, Marian, DistilBERT, keras-hub,
-tatp22 1-D/2-D/3-D, MAE 1-D/2-D, HF Llama / GPT-J / rotary-embedding-torch RoPE) is
-compared with ``variants.spec_*``, the float64 formula of docs/variants.md written with
-sinpe's proposed parameters.  Where two recipes share operations they are compared bit
-for bit, and tatp22's recipe is compared bit for bit with the real package.
+These tests pin down the math that sinpe's variant API reproduces, without calling
+sinpe: every recipe (fairseq, tensor2tensor, Whisper, Marian, DistilBERT, keras-hub,
+tatp22 1-D/2-D/3-D, MAE 1-D/2-D, timm 2-D, x-transformers, HF Llama / GPT-J /
+rotary-embedding-torch / torchtune RoPE) is compared with ``variants.spec_*``, the
+float64 formula of docs/variants.md written with sinpe's parameters.  Where two recipes
+share operations they are compared bit for bit, and the recipes of tatp22 and
+x-transformers are compared bit for bit with the real packages (each installs without
+its torch requirement; timm and torchtune do not import without torchvision and
+torchao plus datasets, so their recipes are checked against the spec alone).
 
 Bounds (derived, not tuned; U = 2**-24, u = 2**-53; first order in U)
 ----------------------------------------------------------------------
@@ -199,7 +202,7 @@ def test_whisper_width_2_is_all_nan(torch):
 # ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("d", [4, 5, 63, 64, 512])
 def test_marian_is_distilbert_with_even_columns_first(torch, d):
-    marian = V.marian_init_weight(L_1D, d).numpy()
+    marian = V.marian_create_weight(L_1D, d).numpy()
     distil = V.distilbert_create_sinusoidal_embeddings(L_1D, d).numpy()
     # Both round the same float64 array once: a column permutation, bit for bit.
     perm = np.concatenate([np.arange(0, d, 2), np.arange(1, d, 2)])
@@ -290,9 +293,9 @@ def test_tatp22_3d_with_4_channels_ignores_the_third_axis(torch):
 # ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("D", [8, 16, 64, 768])
 @pytest.mark.parametrize("omega_dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("grid", [14, (5, 9)])
+@pytest.mark.parametrize("grid", [14, 5])
 def test_mae_2d_is_a_concatenated_grid_with_the_column_axis_first(D, omega_dtype, grid):
-    gh, gw = (grid, grid) if np.isscalar(grid) else grid
+    gh = gw = grid
     got = V.mae_get_2d_sincos_pos_embed(D, grid, omega_dtype=omega_dtype)
     assert got.shape == (gh * gw, D) and got.dtype == omega_dtype
     grid3 = got.reshape(gh, gw, D)
@@ -407,3 +410,87 @@ def test_spec_rope_layouts_are_encode_columns():
     cos_i, sin_i = V.spec_rope(pos, 16, layout="interleaved")
     assert np.array_equal(cos_i, np.repeat(table[:, 8:], 2, -1))
     assert np.array_equal(sin_i, np.repeat(table[:, :8], 2, -1))
+
+
+def test_marian_forward_is_rows_from_past_of_the_table(torch):
+    weight = V.marian_create_weight(64, 16)
+    assert torch.equal(V.marian_forward(weight, 10, past_key_values_length=7), weight[7:17])
+
+
+# ---------------------------------------------------------------------------------------
+# timm, x-transformers, torchtune
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dim", [4, 8, 64, 768])
+@pytest.mark.parametrize("interleave_sin_cos", [False, True])
+@pytest.mark.parametrize("reverse_coord", [False, True])
+def test_timm_2d_is_a_grid_of_half_width_tables(torch, dim, interleave_sin_cos, reverse_coord):
+    H, W, T = 7, 5, 10000.0
+    got = V.timm_build_sincos2d_pos_embed((H, W), dim, T, reverse_coord=reverse_coord,
+                                          interleave_sin_cos=interleave_sin_cos).numpy()
+    shape = (W, H) if reverse_coord else (H, W)  # reverse_coord: the grid is (W, H)
+    layout = "concatenated" if interleave_sin_cos else "sines_first"
+    want = V.spec_encode_grid(shape, dim, T, layout=layout).reshape(H * W, dim)
+    w = V.spec_freq(dim // 2, T)  # each axis: the paper's frequencies of width dim/2
+    pair = _pair_bound(np.arange(max(H, W)), w, AB_POW)[-1]
+    _assert_within(got, want, np.broadcast_to(np.tile(pair, 4), got.shape))
+    # the default puts every axis's sines before every axis's cosines
+    table = got.reshape(*shape, dim)
+    q = dim // 4
+    first = table[..., :q]  # axis 0's sines in either layout
+    assert np.array_equal(first, np.broadcast_to(table[:, :1, :q], first.shape))
+    second = table[..., q:2 * q]  # interleaved: axis 0's cosines; default: axis 1's sines
+    if interleave_sin_cos:
+        assert np.array_equal(second, np.broadcast_to(table[:, :1, q:2 * q], second.shape))
+    else:
+        assert np.array_equal(second, np.broadcast_to(table[:1, :, q:2 * q], second.shape))
+
+
+@pytest.mark.parametrize("dim", [2, 8, 64, 512])
+@pytest.mark.parametrize("offset", [0, 300])
+def test_x_transformers_is_the_concatenated_table_scaled(torch, dim, offset):
+    L, theta = 1024, 10000
+    got = V.x_transformers_scaled_sinusoidal(L, dim, theta, offset=offset).numpy()
+    scale = np.float32(dim ** -0.5)
+    pos = np.arange(offset, offset + L)
+    want = scale * V.spec_encode(L, dim, theta, offset=offset, layout="concatenated")
+    pair = _pair_bound(pos, V.spec_freq(dim, theta), AB_POW)
+    _assert_within(got, want, scale * _columns(pair + U32, dim, "concatenated"))
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("dim", [8, 64])
+@pytest.mark.parametrize("offset", [0, 300])
+def test_x_transformers_recipe_matches_the_real_package_bitwise(torch, dim, offset):
+    # Installed without its torch requirement (tests/requirements-nodeps.txt); its
+    # import decorates functions with torch.jit.script, which torch now deprecates.
+    from x_transformers.x_transformers import ScaledSinusoidalEmbedding
+
+    module = ScaledSinusoidalEmbedding(dim)
+    got = module(torch.zeros(2, 100, dim), offset=offset)
+    assert torch.equal(got, V.x_transformers_scaled_sinusoidal(100, dim, offset=offset))
+
+
+@pytest.mark.parametrize("dim", [8, 64, 128])
+@pytest.mark.parametrize("base", [10_000, 500_000])
+def test_torchtune_cache_is_the_paper_table_with_cos_and_sin_swapped(torch, dim, base):
+    L = 4096
+    cache = V.torchtune_rope_cache(dim, L, base).numpy()
+    assert cache.shape == (L, dim // 2, 2)
+    table = V.spec_encode(L, dim, base)  # interleaved: [sin0, cos0, sin1, cos1, ...]
+    want = table.reshape(L, dim // 2, 2)[..., ::-1]
+    pair = _pair_bound(np.arange(L), V.spec_freq(dim, base), AB_POW)
+    _assert_within(cache, want, np.repeat(pair[..., None], 2, -1))
+
+
+def test_torchtune_rotates_pairs_of_neighbouring_features(torch):
+    # forward rotates features (2k, 2k+1): rotate_every_two with interleaved cos/sin
+    # (GPT-J's layout), bit for bit with the same float32 cos and sin.
+    dim, heads = 16, 3
+    cache = V.torchtune_rope_cache(dim, 64)
+    x = torch.randn(2, 10, heads, dim, generator=torch.Generator().manual_seed(0))
+    input_pos = torch.tensor([list(range(10)), list(range(30, 40))])
+    got = V.torchtune_rope_forward(x, cache, input_pos)
+    cos = cache[input_pos][..., 0].repeat_interleave(2, -1)[:, :, None, :]
+    sin = cache[input_pos][..., 1].repeat_interleave(2, -1)[:, :, None, :]
+    rotated = torch.stack([-x[..., 1::2], x[..., 0::2]], -1).flatten(-2)
+    assert torch.equal(got, x * cos + rotated * sin)

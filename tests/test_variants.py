@@ -1,4 +1,4 @@
-"""Issue 6: every sinusoidal variant from sinpe's own kernel (docs/variants.md).
+"""Every sinusoidal variant from sinpe's own kernel (docs/variants.md).
 
 * ``EQUIVALENCES`` is the single source of the README's "Equivalence table": each
   entry's call string is executed here and compared with the codebase's recipe
@@ -50,8 +50,10 @@ EQUIVALENCES = [
      'freq=a * (M / a) ** (-np.arange(C // 2) / max(C // 2 - 1, 1)))'),
     ("Whisper `sinusoids(L, C, M)`",
      'sinpe.encode(L, C, M, layout="concatenated", schedule="fairseq")'),
-    ("Marian `_init_weight` of an `(N, d)` table, rows from `past`",
-     'sinpe.encode(N, d, offset=past, layout="concatenated")'),
+    ("Marian `MarianSinusoidalPositionalEmbedding(N, d).create_weight()`",
+     'sinpe.encode(N, d, layout="concatenated")'),
+    ("Marian `embed_positions((B, L), past_key_values_length=past)`",
+     'sinpe.encode(L, d, offset=past, layout="concatenated")'),
     ("DistilBERT `create_sinusoidal_embeddings(N, d, out)`",
      'sinpe.encode(N, d, out=out.detach().numpy())'),
     ("keras-hub `SinePositionEncoding(M)(x, start_index=s)`",
@@ -64,14 +66,23 @@ EQUIVALENCES = [
      'sinpe.encode_grid((X, Y, Z), 3 * c, split=(c, c, c))[..., :ch]'),
     ("MAE `get_1d_sincos_pos_embed_from_grid(D, pos)`",
      'sinpe.encode_at(pos.reshape(-1), D, layout="concatenated", dtype=np.float64)'),
-    ("MAE `get_2d_sincos_pos_embed(D, (H, W))`",
-     'sinpe.encode_grid((H, W), D, layout="concatenated", order=(1, 0), '
-     'dtype=np.float64).reshape(H * W, D)'),
+    ("MAE `get_2d_sincos_pos_embed(D, G)`",
+     'sinpe.encode_grid((G, G), D, layout="concatenated", order=(1, 0), '
+     'dtype=np.float64).reshape(G * G, D)'),
     ("MAE with `cls_token=True`",
-     'sinpe.encode_grid((H, W), D, layout="concatenated", order=(1, 0), '
-     'out=pe[1:].reshape(H, W, D))'),
+     'sinpe.encode_grid((G, G), D, layout="concatenated", order=(1, 0), '
+     'out=pe[1:].reshape(G, G, D))'),
+    ("timm `build_sincos2d_pos_embed((H, W), dim, T)`",
+     'sinpe.encode_grid((H, W), dim, T, layout="sines_first").reshape(H * W, dim)'),
+    ("timm with `interleave_sin_cos=True`",
+     'sinpe.encode_grid((H, W), dim, T, layout="concatenated").reshape(H * W, dim)'),
+    ("timm with `reverse_coord=True`",
+     'sinpe.encode_grid((W, H), dim, T, layout="sines_first").reshape(W * H, dim)'),
+    ("x-transformers `ScaledSinusoidalEmbedding(dim, theta)(x, offset=o)` at initialisation",
+     'sinpe.encode(L, dim, theta, offset=o, layout="concatenated") * dim ** -0.5'),
     ("HF Llama `rotary_emb(x, position_ids)`",
-     'sinpe.rope(None, head_dim, rope_theta, positions=position_ids)'),
+     '[torch.from_numpy(t).to(x.dtype) for t in '
+     'sinpe.rope(None, head_dim, rope_theta, positions=position_ids)]'),
     ("HF GPT-J `embed_positions` buffer",
      'sinpe.encode(max_positions, rotary_dim, layout="concatenated")'),
     ("HF GPT-J `apply_rotary_pos_emb`'s `cos, sin`",
@@ -80,12 +91,16 @@ EQUIVALENCES = [
      'sinpe.rope(L, dim, theta, offset=offset, layout="interleaved")'),
     ("rotary-embedding-torch with `interpolate_factor=f`",
      'sinpe.rope(None, dim, theta, positions=(np.arange(L) + offset) / f, layout="interleaved")'),
+    ("torchtune `RotaryPositionalEmbeddings(dim, max_seq_len, base).cache`",
+     'sinpe.encode(max_seq_len, dim, base).reshape(max_seq_len, dim // 2, 2)[..., ::-1]'),
+    ("torchtune `RotaryPositionalEmbeddings(dim, base=base)(x, input_pos=p)`'s `cos, sin`",
+     'sinpe.rope(None, dim, base, positions=p, layout="interleaved")'),
 ]
 CALLS = dict(EQUIVALENCES)
 
 
 def run(label, **names):
-    return eval(CALLS[label], {"sinpe": sinpe, "np": np}, names)  # noqa: S307
+    return eval(CALLS[label], {"sinpe": sinpe, "np": np, **names})  # noqa: S307
 
 
 def markdown_table():
@@ -222,15 +237,20 @@ def test_whisper(torch, C):
 @pytest.mark.parametrize("d", [4, 5, 63, 64])
 def test_marian_and_distilbert(torch, d):
     N = 512
-    recipe = V.marian_init_weight(N, d).numpy()
+    weight = V.marian_create_weight(N, d)
+    recipe = weight.numpy()
     w = V.spec_freq(d)
     pos = np.arange(N)
-    for past in (0, 100):
-        got = run("Marian `_init_weight` of an `(N, d)` table, rows from `past`", N=N - past, d=d,
+    got = run("Marian `MarianSinusoidalPositionalEmbedding(N, d).create_weight()`", N=N, d=d)
+    _check(got, recipe, R._f64_pair_bound(pos, w), d, "concatenated",
+           V.spec_encode(N, d, layout="concatenated"), _spec_bound(pos, w))
+    for past, L in ((0, 40), (100, 12), (N - 1, 1)):  # a prompt, then decoding steps
+        got = run("Marian `embed_positions((B, L), past_key_values_length=past)`", L=L, d=d,
                   past=past)
-        _check(got, recipe[past:], R._f64_pair_bound(pos[past:], w), d, "concatenated",
-               V.spec_encode(N - past, d, offset=past, layout="concatenated"),
-               _spec_bound(pos[past:], w))
+        step = V.marian_forward(weight, L, past_key_values_length=past).numpy()
+        rows = pos[past:past + L]
+        _check(got, step, R._f64_pair_bound(rows, w), d, "concatenated",
+               V.spec_encode(L, d, offset=past, layout="concatenated"), _spec_bound(rows, w))
     out = torch.nn.Embedding(N, d).weight
     got = run("DistilBERT `create_sinusoidal_embeddings(N, d, out)`", N=N, d=d, out=out)
     assert np.shares_memory(got, out.detach().numpy())
@@ -292,36 +312,44 @@ def test_mae_1d(D):
 
 
 @pytest.mark.parametrize("D", [8, 64, 768])
-@pytest.mark.parametrize("grid", [(14, 14), (5, 9)])
-def test_mae_2d_and_cls_token(D, grid):
-    H, W = grid
-    got = run("MAE `get_2d_sincos_pos_embed(D, (H, W))`", D=D, H=H, W=W)
-    recipe = V.mae_get_2d_sincos_pos_embed(D, grid)
+@pytest.mark.parametrize("G", [14, 5])
+def test_mae_2d_and_cls_token(D, G):
+    got = run("MAE `get_2d_sincos_pos_embed(D, G)`", D=D, G=G)
+    recipe = V.mae_get_2d_sincos_pos_embed(D, G)
     w = V.spec_freq(D // 2)
-    p = np.arange(max(grid))
+    p = np.arange(G)
     pair = R._f64_pair_bound(p, w, rounded_to_f32=False) + _sinpe_f64_bound(p, w)
     bound = np.tile(R._columns(pair, D // 2, "concatenated")[-1], 2)
     R._assert_within(got, recipe, np.broadcast_to(bound, got.shape))
-    pe = np.zeros((1 + H * W, D))
-    filled = run("MAE with `cls_token=True`", D=D, H=H, W=W, pe=pe)
+    pe = np.zeros((1 + G * G, D))
+    filled = run("MAE with `cls_token=True`", D=D, G=G, pe=pe)
     assert np.shares_memory(filled, pe) and np.all(pe[0] == 0)
     assert np.array_equal(pe[1:], got)
 
 
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("rope_theta", [10000.0, 500000.0])
-def test_llama_rope(torch, head_dim, rope_theta):
-    position_ids = np.stack([np.arange(512), np.arange(3000, 3512),
-                             np.concatenate([np.arange(200), np.arange(312)])])
-    cos, sin = run("HF Llama `rotary_emb(x, position_ids)`", head_dim=head_dim,
-                   rope_theta=rope_theta, position_ids=position_ids)
-    rcos, rsin = V.llama_rotary_cos_sin(torch.from_numpy(position_ids), head_dim, rope_theta)
-    bound = R._rope_bound(position_ids, head_dim, rope_theta, "concatenated") + U32
-    R._assert_within(cos, rcos.numpy(), bound)
-    R._assert_within(sin, rsin.numpy(), bound)
-    scos, ssin = V.spec_rope(position_ids, head_dim, rope_theta)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_llama_rope(torch, head_dim, rope_theta, dtype):
+    position_ids = torch.stack([torch.arange(512), torch.arange(3000, 3512),
+                                torch.cat([torch.arange(200), torch.arange(312)])])
+    x = torch.zeros(3, 512, head_dim, dtype=getattr(torch, dtype))
+    got = run("HF Llama `rotary_emb(x, position_ids)`", head_dim=head_dim,
+              rope_theta=rope_theta, position_ids=position_ids, x=x, torch=torch)
+    cos, sin = (t.double().numpy() for t in got)
+    assert all(t.dtype == x.dtype for t in got)
+    rcos, rsin = V.llama_rotary_cos_sin(position_ids, head_dim, rope_theta, dtype=x.dtype)
+    bound = R._rope_bound(position_ids.numpy(), head_dim, rope_theta, "concatenated") + U32
+    if dtype == "bfloat16":  # both round a float32 value to bfloat16: one ulp apart at most
+        bound = bound + 2.0**-8
+    R._assert_within(cos, rcos.double().numpy(), bound)
+    R._assert_within(sin, rsin.double().numpy(), bound)
+    if dtype == "bfloat16":
+        return
+    pid = position_ids.numpy()
+    scos, ssin = V.spec_rope(pid, head_dim, rope_theta)
     w = np.tile(V.spec_freq(head_dim, rope_theta), 2)
-    sb = U32 + np.abs(position_ids)[..., None] * w * (np.abs(np.log(w)) + 3) * U64 + U64
+    sb = U32 + np.abs(pid)[..., None] * w * (np.abs(np.log(w)) + 3) * U64 + U64
     R._assert_within(cos, scos, sb)
     R._assert_within(sin, ssin, sb)
 
@@ -368,6 +396,99 @@ def test_rotary_embedding_torch(torch, offset, f):
     sb = U32 + np.abs(pos)[:, None] * w * (np.abs(np.log(w)) + 3) * U64 + U64
     R._assert_within(cos, scos, sb)
     R._assert_within(sin, ssin, sb)
+
+
+@pytest.mark.parametrize("dim", [4, 64, 768])
+@pytest.mark.parametrize("T", [10000.0, 100.0])
+def test_timm_interleave_sin_cos(torch, dim, T):
+    H, W = 7, 5
+    got = run("timm with `interleave_sin_cos=True`", H=H, W=W, dim=dim, T=T)
+    _check_timm(got, V.timm_build_sincos2d_pos_embed((H, W), dim, T, interleave_sin_cos=True),
+                (H, W), dim, T, "concatenated")
+    # with reverse_coord too: the same call on the reversed shape
+    got = run("timm with `interleave_sin_cos=True`", H=W, W=H, dim=dim, T=T)
+    recipe = V.timm_build_sincos2d_pos_embed((H, W), dim, T, reverse_coord=True,
+                                             interleave_sin_cos=True)
+    _check_timm(got, recipe, (W, H), dim, T, "concatenated")
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError,
+                   reason="encode_grid has no layout='sines_first' yet (the C layout lands "
+                          "separately); strict, so this fails once it exists: then unmark")
+@pytest.mark.parametrize("dim", [4, 64, 768])
+def test_timm_default_layout_is_sines_first(torch, dim):
+    H, W, T = 7, 5, 10000.0
+    got = run("timm `build_sincos2d_pos_embed((H, W), dim, T)`", H=H, W=W, dim=dim, T=T)
+    _check_timm(got, V.timm_build_sincos2d_pos_embed((H, W), dim, T), (H, W), dim, T,
+                "sines_first")
+    got = run("timm with `reverse_coord=True`", H=H, W=W, dim=dim, T=T)
+    _check_timm(got, V.timm_build_sincos2d_pos_embed((H, W), dim, T, reverse_coord=True),
+                (W, H), dim, T, "sines_first")
+    # one axis: sines_first is the concatenated table
+    assert np.array_equal(sinpe.encode_grid((9,), 12, layout="sines_first"),
+                          sinpe.encode(9, 12, layout="concatenated"))
+
+
+def _check_timm(got, recipe, shape, dim, T, layout):
+    assert got.shape == (shape[0] * shape[1], dim) and got.dtype == np.float32
+    w = V.spec_freq(dim // 2, T)
+    pos = np.arange(max(shape))
+    pair = R._pair_bound(pos, w, R.AB_POW)[-1] + U32
+    R._assert_within(got, recipe.numpy(), np.broadcast_to(np.tile(pair, 4), got.shape))
+    spec = V.spec_encode_grid(shape, dim, T, layout=layout).reshape(got.shape)
+    R._assert_within(got, spec, np.broadcast_to(np.tile(_spec_bound(pos, w)[-1], 4), got.shape))
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("dim", [2, 8, 64, 512])
+@pytest.mark.parametrize("o", [0, 300])
+def test_x_transformers(torch, dim, o):
+    L, theta = 1024, 10000
+    label = "x-transformers `ScaledSinusoidalEmbedding(dim, theta)(x, offset=o)` at initialisation"
+    got = run(label, L=L, dim=dim, theta=theta, o=o)
+    assert got.dtype == np.float32
+    recipe = V.x_transformers_scaled_sinusoidal(L, dim, theta, offset=o)
+    # the real module (tests/requirements-nodeps.txt) gives the recipe's bits
+    from x_transformers.x_transformers import ScaledSinusoidalEmbedding
+
+    assert torch.equal(ScaledSinusoidalEmbedding(dim, theta)(torch.zeros(1, L, dim), offset=o),
+                       recipe)
+    # both sides multiply a float32 table by the same float32 scale, each rounding once
+    scale = float(np.float32(dim ** -0.5))
+    pos = np.arange(o, o + L)
+    w = V.spec_freq(dim, theta)
+    pair = scale * (R._pair_bound(pos, w, R.AB_POW) + U32) + 2 * scale * U32
+    R._assert_within(got, recipe.numpy(), R._columns(pair, dim, "concatenated"))
+
+
+@pytest.mark.parametrize("dim", [8, 64, 128])
+@pytest.mark.parametrize("base", [10_000, 500_000])
+def test_torchtune_cache(torch, dim, base):
+    max_seq_len = 4096
+    got = run("torchtune `RotaryPositionalEmbeddings(dim, max_seq_len, base).cache`",
+              max_seq_len=max_seq_len, dim=dim, base=base)
+    recipe = V.torchtune_rope_cache(dim, max_seq_len, base).numpy()
+    assert got.shape == recipe.shape == (max_seq_len, dim // 2, 2)
+    pair = R._pair_bound(np.arange(max_seq_len), V.spec_freq(dim, base), R.AB_POW) + U32
+    R._assert_within(got, recipe, np.repeat(pair[..., None], 2, -1))
+
+
+def test_torchtune_forward(torch):
+    dim, base, heads = 64, 10_000, 2
+    p = np.array([np.arange(100), np.arange(2000, 2100)])
+    label = "torchtune `RotaryPositionalEmbeddings(dim, base=base)(x, input_pos=p)`'s `cos, sin`"
+    cos, sin = run(label, dim=dim, base=base, p=p)
+    cache = V.torchtune_rope_cache(dim, 4096, base)
+    x = torch.randn(2, 100, heads, dim, generator=torch.Generator().manual_seed(1))
+    want = V.torchtune_rope_forward(x, cache, torch.from_numpy(p))
+    # GPT-J's rotate_every_two with sinpe's cos and sin rotates the same pairs
+    rotated = torch.stack([-x[..., 1::2], x[..., 0::2]], -1).flatten(-2)
+    got = x * torch.from_numpy(cos)[:, :, None] + rotated * torch.from_numpy(sin)[:, :, None]
+    # |x| times the cos/sin bound on each of two products, plus three float32 roundings
+    pair = R._rope_bound(p, dim, float(base), "interleaved") + U32
+    size = x.abs().amax(-1, keepdim=True).numpy()
+    bound = 2 * size * pair[:, :, None] + 3 * U32 * 2 * size
+    R._assert_within(got.numpy(), want.numpy(), np.broadcast_to(bound, want.shape))
 
 
 # ---------------------------------------------------------------------------------------

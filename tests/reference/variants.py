@@ -1,4 +1,4 @@
-"""Faithful re-implementations of the sinusoidal tables of other codebases (issue 6).
+"""Faithful re-implementations of the sinusoidal tables of other codebases.
 
 One function per codebase recipe, written with the same operations in the same dtypes
 as the original (torch where the original is torch, NumPy where it is NumPy; TF and
@@ -148,11 +148,13 @@ def _xlm_position_enc(n_pos, dim):
     )
 
 
-def marian_init_weight(n_pos, dim):
-    """Hugging Face ``MarianSinusoidalPositionalEmbedding._init_weight`` (torch float32).
+def marian_create_weight(n_pos, dim):
+    """Hugging Face ``MarianSinusoidalPositionalEmbedding(n_pos, dim).create_weight()``.
 
-    huggingface/transformers, src/transformers/models/marian/modeling_marian.py,
-    ``MarianSinusoidalPositionalEmbedding._init_weight``: angles
+    huggingface/transformers 5, src/transformers/models/marian/modeling_marian.py,
+    ``MarianSinusoidalPositionalEmbedding.create_weight`` (``_init_weight`` before
+    transformers 5; the model's ``_init_weights`` copies it into the frozen
+    ``nn.Embedding`` weight, float32): angles
     ``pos / 10000**(2*(j//2)/dim)`` in float64 NumPy; ``sin`` of the even columns goes
     to ``[0, sentinel)`` and ``cos`` of the odd columns to ``[sentinel, dim)``, with
     ``sentinel = ceil(dim/2)``, each rounded once to float32 (``torch.FloatTensor``).
@@ -167,6 +169,18 @@ def marian_init_weight(n_pos, dim):
     out[:, 0:sentinel] = torch.FloatTensor(np.sin(position_enc[:, 0::2]))
     out[:, sentinel:] = torch.FloatTensor(np.cos(position_enc[:, 1::2]))
     return out
+
+
+def marian_forward(weight, seq_len, past_key_values_length=0):
+    """``MarianSinusoidalPositionalEmbedding.forward(input_ids_shape, past_key_values_length)``.
+
+    Same file: the embedding rows at ``arange(past, past + seq_len)``, i.e. the
+    table's rows of a decoding step that has ``past`` tokens behind it.
+    """
+    torch = _torch()
+    position_ids = torch.arange(past_key_values_length, past_key_values_length + seq_len,
+                                dtype=torch.long)
+    return torch.nn.functional.embedding(position_ids, weight)
 
 
 def distilbert_create_sinusoidal_embeddings(n_pos, dim):
@@ -334,15 +348,13 @@ def mae_get_2d_sincos_pos_embed(embed_dim, grid_size, cls_token=False, omega_dty
     encode the column index and the last ``D/2`` the row index; tokens are row-major.
     Each half is the concatenated 1-D table of width ``D/2``.  ``cls_token``: a float64
     zero row is prepended (which also makes the result float64 for either omega dtype).
-    MAE takes an int ``grid_size``; a ``(grid_h, grid_w)`` tuple is an extension here
-    (same ops) for non-square grids.
+    ``grid_size`` is an int: MAE's grids are square.
     """
-    gh, gw = (grid_size, grid_size) if np.isscalar(grid_size) else grid_size
-    grid_h = np.arange(gh, dtype=np.float32)
-    grid_w = np.arange(gw, dtype=np.float32)
+    grid_h = np.arange(grid_size, dtype=np.float32)
+    grid_w = np.arange(grid_size, dtype=np.float32)
     grid = np.meshgrid(grid_w, grid_h)  # here w goes first
     grid = np.stack(grid, axis=0)
-    grid = grid.reshape([2, 1, gh, gw])
+    grid = grid.reshape([2, 1, grid_size, grid_size])
     assert embed_dim % 2 == 0
     emb_h = mae_get_1d_sincos_pos_embed_from_grid(embed_dim // 2, grid[0], omega_dtype)
     emb_w = mae_get_1d_sincos_pos_embed_from_grid(embed_dim // 2, grid[1], omega_dtype)
@@ -358,22 +370,19 @@ def mae_get_2d_sincos_pos_embed(embed_dim, grid_size, cls_token=False, omega_dty
 def llama_rotary_cos_sin(position_ids, dim, base=10000.0, dtype=None, attention_scaling=1.0):
     """Hugging Face ``LlamaRotaryEmbedding`` default RoPE: ``(cos, sin)``.
 
-    huggingface/transformers, src/transformers/modeling_rope_utils.py
-    ``_compute_default_rope_parameters`` (``inv_freq = 1/(base ** (arange(0, dim, 2,
-    dtype=int64).float() / dim))``, float32) and
-    src/transformers/models/llama/modeling_llama.py ``LlamaRotaryEmbedding.forward``:
-    with autocast disabled, ``freqs = (inv_freq[None, :, None] @ position_ids[:, None,
-    :].float()).transpose(1, 2)`` in float32, ``emb = cat((freqs, freqs), -1)`` (the
+    huggingface/transformers 5, src/transformers/models/llama/modeling_llama.py,
+    ``LlamaRotaryEmbedding.compute_default_rope_parameters`` (``inv_freq = 1/(base **
+    (arange(0, dim, 2, dtype=float) / dim))``, float32) and ``forward``: ``freqs =
+    position_ids[..., None].float() * inv_freq`` in float32 (transformers 4 formed the
+    same products as a matmul with inner size 1), ``emb = cat((freqs, freqs), -1)`` (the
     half-split layout that ``rotate_half`` expects), ``cos = emb.cos() *
     attention_scaling`` (1.0 for default RoPE), then cast to ``x.dtype``.
     ``position_ids``: ``(batch, seq)`` int64.  Returns ``(batch, seq, dim)`` twice.
     """
     torch = _torch()
     dtype = torch.float32 if dtype is None else dtype
-    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).to(dtype=torch.float) / dim))
-    inv_freq_expanded = inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
-    position_ids_expanded = position_ids[:, None, :].float()
-    freqs = (inv_freq_expanded.float() @ position_ids_expanded.float()).transpose(1, 2)
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+    freqs = position_ids[..., None].float() * inv_freq.to(dtype=torch.float)
     emb = torch.cat((freqs, freqs), dim=-1)
     cos = emb.cos() * attention_scaling
     sin = emb.sin() * attention_scaling
@@ -440,8 +449,100 @@ def rotary_embedding_torch_cos_sin(seq_len, dim, theta=10000, offset=0, dtype=No
     return angles.cos(), angles.sin()
 
 
+def torchtune_rope_cache(dim, max_seq_len=4096, base=10_000):
+    """torchtune ``RotaryPositionalEmbeddings(dim, max_seq_len, base).cache`` (float32).
+
+    pytorch/torchtune 0.6, torchtune/modules/position_embeddings.py,
+    ``RotaryPositionalEmbeddings.rope_init`` (``theta = 1/(base ** (arange(0, dim,
+    2)[:dim//2].float() / dim))``, float32) and ``build_rope_cache`` (float32 positions,
+    ``einsum`` outer product, ``stack([cos, sin], -1)``).  Returns ``(max_seq_len,
+    dim//2, 2)``: ``[..., 0]`` the cosines, ``[..., 1]`` the sines of pair ``k``.
+    """
+    torch = _torch()
+    theta = 1.0 / (base ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
+    seq_idx = torch.arange(max_seq_len, dtype=theta.dtype)
+    idx_theta = torch.einsum("i, j -> ij", seq_idx, theta).float()
+    return torch.stack([torch.cos(idx_theta), torch.sin(idx_theta)], dim=-1)
+
+
+def torchtune_rope_forward(x, cache, input_pos=None):
+    """torchtune ``RotaryPositionalEmbeddings.forward(x, input_pos=...)``.
+
+    Same file: ``x`` is ``(b, s, n_h, h_d)``; the cache rows at ``input_pos`` (``(b, s)``)
+    or ``0 .. s-1``; features taken in pairs ``(2k, 2k+1)`` (``reshape(..., -1, 2)``),
+    each rotated by its pair's angle in float32: ``(x0 c - x1 s, x1 c + x0 s)``.
+    """
+    torch = _torch()
+    seq_len = x.size(1)
+    rope_cache = cache[:seq_len] if input_pos is None else cache[input_pos]
+    xshaped = x.float().reshape(*x.shape[:-1], -1, 2)
+    rope_cache = rope_cache.view(-1, xshaped.size(1), 1, xshaped.size(3), 2)
+    x_out = torch.stack(
+        [
+            xshaped[..., 0] * rope_cache[..., 0] - xshaped[..., 1] * rope_cache[..., 1],
+            xshaped[..., 1] * rope_cache[..., 0] + xshaped[..., 0] * rope_cache[..., 1],
+        ],
+        -1,
+    )
+    return x_out.flatten(3).type_as(x)
+
+
 # ---------------------------------------------------------------------------------------
-# sinpe's proposed API as a float64 formula (docs/variants.md)
+# timm, x-transformers
+# ---------------------------------------------------------------------------------------
+def timm_build_sincos2d_pos_embed(feat_shape, dim=64, temperature=10000.0, reverse_coord=False,
+                                  interleave_sin_cos=False):
+    """timm ``build_sincos2d_pos_embed`` (torch float32): ``(H*W, dim)``.
+
+    huggingface/pytorch-image-models (timm 1.0), timm/layers/pos_embed_sincos.py,
+    ``freq_bands(dim // 4, temperature, step=1)`` (``exp = arange(pos_dim).float() /
+    pos_dim``, ``bands = 1 / temperature ** exp``: the paper's frequencies of a width
+    ``dim/2`` table) and ``build_sincos2d_pos_embed``: asserts ``dim % 4 == 0``; the grid
+    of ``feat_shape`` (``(H, W)``; reversed to ``(W, H)`` by ``reverse_coord``) with
+    ``ndgrid`` ('ij' indexing, tokens in row-major order), float32 coordinates times the
+    bands, then ``stack([sin, cos], dim=1)``: all axes' sines ``[sin_h, sin_w]``, then
+    all axes' cosines ``[cos_h, cos_w]``; with ``interleave_sin_cos``, ``dim=2``:
+    ``[sin_h, cos_h, sin_w, cos_w]``, each axis's own concatenated table.
+    """
+    torch = _torch()
+    assert dim % 4 == 0
+    pos_dim = dim // 4
+    exp = torch.arange(0, pos_dim, 1, dtype=torch.int64).to(torch.float32) / pos_dim
+    bands = 1.0 / (temperature ** exp)
+    if reverse_coord:
+        feat_shape = feat_shape[::-1]  # stack W, H instead of H, W
+    grid = torch.stack(torch.meshgrid(
+        [torch.arange(s, dtype=torch.int64).to(torch.float32) for s in feat_shape],
+        indexing="ij")).flatten(1).transpose(0, 1)
+    pos2 = grid.unsqueeze(-1) * bands.unsqueeze(0)
+    stack_dim = 2 if interleave_sin_cos else 1
+    return torch.stack([torch.sin(pos2), torch.cos(pos2)], dim=stack_dim).flatten(1)
+
+
+def x_transformers_scaled_sinusoidal(seq_len, dim, theta=10000, offset=0):
+    """x-transformers ``ScaledSinusoidalEmbedding(dim, theta)(x, offset=offset)``, at init.
+
+    lucidrains/x-transformers 2.x, x_transformers/x_transformers.py,
+    ``ScaledSinusoidalEmbedding``: asserts even ``dim``; ``scale = ones(1) * dim **
+    -0.5`` (a learned parameter, float32); ``inv_freq = theta ** -(arange(dim//2).float()
+    / (dim//2))`` (the paper's frequencies); ``forward``: int64 positions ``arange(L) +
+    offset``, ``einsum`` outer product with ``inv_freq`` (float32), ``cat(sin, cos)``
+    (concatenated), times ``scale``.  Returns ``(seq_len, dim)`` float32.
+    """
+    torch = _torch()
+    assert dim % 2 == 0
+    scale = torch.ones(1) * dim ** -0.5
+    half_dim = dim // 2
+    freq_seq = torch.arange(half_dim).float() / half_dim
+    inv_freq = theta ** -freq_seq
+    pos = torch.arange(seq_len) + offset
+    emb = torch.einsum("i, j -> i j", pos, inv_freq)
+    emb = torch.cat((emb.sin(), emb.cos()), dim=-1)
+    return emb * scale
+
+
+# ---------------------------------------------------------------------------------------
+# sinpe's API as a float64 formula (docs/variants.md)
 # ---------------------------------------------------------------------------------------
 def spec_freq(d, n=10000.0, schedule="paper"):
     """Per-pair frequencies ``w_k`` (float64) of a width-``d`` table.
@@ -521,7 +622,9 @@ def spec_encode_grid(shape, d, n=10000.0, *, layout="interleaved", schedule="pap
 
     ``split[a]`` features encode grid axis ``a`` (default ``d // len(shape)`` each), as a
     1-D table of width ``split[a]`` with its own schedule; the chunks are concatenated
-    along features in the axis order ``order`` (default ``0, 1, ...``).
+    along features in the axis order ``order`` (default ``0, 1, ...``).  ``"sines_first"``
+    (timm): every ``split[a]`` even; the concatenated chunks' sine halves first, in axis
+    order, then their cosine halves in the same order.
     """
     shape = tuple(shape)
     ndim = len(shape)
@@ -533,12 +636,18 @@ def spec_encode_grid(shape, d, n=10000.0, *, layout="interleaved", schedule="pap
     if sum(split) != d or sorted(order) != list(range(ndim)) or len(split) != ndim:
         raise ValueError(f"bad split={split} / order={order} for shape={shape}, d={d}")
     out = np.zeros(shape + (d,))
-    col = 0
+    chunks = []
     for axis in order:
         width = split[axis]
-        table = spec_encode(shape[axis], width, n, layout=layout, schedule=schedule)
+        one_d = "concatenated" if layout == "sines_first" else layout
+        table = spec_encode(shape[axis], width, n, layout=one_d, schedule=schedule)
         view = [1] * ndim + [width]
         view[axis] = shape[axis]
-        out[..., col:col + width] = table.reshape(view)
-        col += width
+        chunks.append(np.broadcast_to(table.reshape(view), shape + (width,)))
+    if layout == "sines_first":
+        if any(c.shape[-1] % 2 for c in chunks):
+            raise ValueError(f"layout='sines_first' needs even split entries, got {split}")
+        chunks = ([c[..., :c.shape[-1] // 2] for c in chunks]
+                  + [c[..., c.shape[-1] // 2:] for c in chunks])
+    out[...] = np.concatenate(chunks, axis=-1)
     return out

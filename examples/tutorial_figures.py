@@ -1,20 +1,21 @@
-"""Reproduce the figures of the seed documents (../shared/seeds) with sinpe.
+"""Redraw the figures of the positional-encoding tutorials with sinpe, as PNG files.
 
-    python examples/seed_figures.py OUTDIR      # needs matplotlib: pip install sinpe[plot]
+    python examples/tutorial_figures.py OUTDIR   # needs matplotlib>=3.6
 
 Writes one PNG per figure into OUTDIR and prints what it wrote:
 
-- seed 000 (d2l): columns 6..9 of the (60, 32) table against position.
-- seed 001 (pytorch/examples): the (128, 8) heatmap, n = 10000.  Its t-SNE
-  picture needs scikit-learn; the similarity plot below shows the same
-  periodic structure without it.
-- seed 002 (The Implemented Transformer): the (10, 4) heatmap with n = 100,
-  and the (1000, 512) heatmap with n = 10000.
+- "Deep Learning - Positional Encoding" (d2l's plot): columns 6..9 of the
+  (60, 32) table against position.
+- "LLM study notes: Positional Encoding": the (128, 8) heatmap.  Its t-SNE of
+  the rows needs scikit-learn: examples/tutorial_figures.ipynb draws it.
+- "The Implemented Transformer": the (10, 4) heatmap with n = 100, and the
+  (1000, 512) heatmap with n = 10000.
 - similarity: dot products between positions of the (128, 64) table, each
   depending on the distance between positions only.
 
-Seeds 003 and 004 print tables and draw nothing; the test suite checks
-their recipes' values instead.  tests/test_examples.py runs this script.
+The other tutorials print tables and draw nothing.  The notebook
+examples/tutorial_figures.ipynb draws the same figures inline.
+tests/test_examples.py runs this script.
 """
 
 from __future__ import annotations
@@ -26,26 +27,26 @@ from collections.abc import Sequence
 import sinpe
 import sinpe.plot
 
-# (file name, what the seed drew, the call that draws it with sinpe)
+# (file name, what the tutorial drew, the call that draws it with sinpe)
 FIGURES = [
     (
-        "seed000_columns_6-9_of_60x32.png",
-        "seed 000: columns 6..9 against position, (60, 32)",
+        "columns_6-9_of_60x32.png",
+        "Deep Learning - Positional Encoding: columns 6..9 against position, (60, 32)",
         lambda: sinpe.plot.columns(sinpe.encode(60, 32), cols=[6, 7, 8, 9]),
     ),
     (
-        "seed001_heatmap_128x8.png",
-        "seed 001: heatmap of the (128, 8) table",
+        "heatmap_128x8.png",
+        "LLM study notes: heatmap of the (128, 8) table",
         lambda: sinpe.plot.heatmap(sinpe.encode(128, 8)),
     ),
     (
-        "seed002_heatmap_10x4_n100.png",
-        "seed 002: heatmap of the (10, 4) table, n = 100",
+        "heatmap_10x4_n100.png",
+        "The Implemented Transformer: heatmap of the (10, 4) table, n = 100",
         lambda: sinpe.plot.heatmap(sinpe.encode(10, 4, 100.0)),
     ),
     (
-        "seed002_heatmap_1000x512.png",
-        "seed 002: heatmap of the (1000, 512) table",
+        "heatmap_1000x512.png",
+        "The Implemented Transformer: heatmap of the (1000, 512) table",
         lambda: sinpe.plot.heatmap(sinpe.encode(1000, 512)),
     ),
     (
