@@ -16,6 +16,7 @@ MAX_THREADS: Final[int]
 
 _ArrayT = TypeVar("_ArrayT", bound=np.ndarray[Any, Any])
 _Layout: TypeAlias = Literal["interleaved", "concatenated"]
+_GridLayout: TypeAlias = Literal["interleaved", "concatenated", "sines_first"]
 _Schedule: TypeAlias = Literal["paper", "fairseq"]
 
 _Float16Spelling: TypeAlias = (
@@ -140,7 +141,7 @@ def encode_grid(
     *,
     dtype: DTypeLike | None = None,
     out: np.ndarray[Any, Any] | None = None,
-    layout: _Layout = "interleaved",
+    layout: _GridLayout = "interleaved",
     schedule: _Schedule = "paper",
     split: Sequence[int] | None = None,
     order: Sequence[int] | None = None,

@@ -39,22 +39,6 @@ def doctests(module_name: str) -> list[doctest.DocTest]:
 
 DOCTESTS = {t.name: t for name in MODULES for t in doctests(name)}
 
-# A docstring known to be wrong in the C sources, by its exact wrong line: while
-# that line is there the test must fail (strict xfail); once the docstring is
-# fixed the mark disappears and the example is checked like any other.
-KNOWN_WRONG = {
-    "sinpe._core.encode": "array([[0.    , 1.    , 0.    , 1.    ],",
-}
-
-
-def _marks(name: str) -> list[pytest.MarkDecorator]:
-    wrong = KNOWN_WRONG.get(name)
-    if wrong is not None and wrong in (DOCTESTS[name].docstring or ""):
-        return [pytest.mark.xfail(strict=True, reason="the C docstring's example lacks "
-                                  "the column NumPy keeps for the sign")]
-    return []
-
-
 def run_doctest(test: doctest.DocTest, cwd: Path) -> None:
     report = io.StringIO()
     runner = doctest.DocTestRunner(optionflags=0)
@@ -73,7 +57,7 @@ def test_the_extensions_docstrings_are_covered():
             "sinpe._core.rope", "sinpe._core.encode_grid", "sinpe.plot"} <= set(DOCTESTS)
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_marks(n)) for n in sorted(DOCTESTS)])
+@pytest.mark.parametrize("name", sorted(DOCTESTS))
 def test_docstring_examples(name, tmp_path):
     run_doctest(DOCTESTS[name], tmp_path)
 

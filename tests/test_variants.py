@@ -412,9 +412,6 @@ def test_timm_interleave_sin_cos(torch, dim, T):
     _check_timm(got, recipe, (W, H), dim, T, "concatenated")
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="encode_grid has no layout='sines_first' yet (the C layout lands "
-                          "separately); strict, so this fails once it exists: then unmark")
 @pytest.mark.parametrize("dim", [4, 64, 768])
 def test_timm_default_layout_is_sines_first(torch, dim):
     H, W, T = 7, 5, 10000.0
