@@ -375,3 +375,29 @@ def test_add_integer_beyond_64_bits_is_overflow_error(kwargs, pattern):
     x = fresh_x()
     assert_fails(OverflowError, pattern, lambda: sinpe.add_(x, **kwargs), x)
 
+
+
+# ---------------------------------------------------------------------------
+# One rule for integer arguments, NumPy's: a bool is not an integer (NumPy
+# refuses np.zeros(True) and axis=True with TypeError), everywhere alike.
+
+@pytest.mark.parametrize("flag", [True, False, np.True_], ids=["True", "False", "np.True_"])
+@pytest.mark.parametrize("call, name", [
+    (lambda b: sinpe.encode(b, 4), "L"),
+    (lambda b: sinpe.encode(4, b), "d"),
+    (lambda b: sinpe.encode(4, 4, offset=b), "offset"),
+    (lambda b: sinpe.add_(np.zeros((2, 3, 4)), axis=b), "axis"),
+    (lambda b: sinpe.add_(np.zeros((2, 3, 4)), offset=b), "offset"),
+    (lambda b: sinpe.encode_at([1, 2], b), "d"),
+    (lambda b: sinpe.rope(b, 4), "L"),
+    (lambda b: sinpe.encode_grid((b, 3), 4), "shape"),
+    (lambda b: sinpe.encode_grid((2, 3), 4, split=(b, 3)), "split"),
+    (lambda b: sinpe.encode_grid((2, 3), 4, order=(b, 0)), "order"),
+    (lambda b: sinpe.set_num_threads(b), "threads"),
+], ids=["L", "d", "offset", "axis", "add-offset", "encode_at-d", "rope-L", "shape", "split",
+        "order", "threads"])
+def test_a_bool_is_not_an_integer_anywhere(call, name, flag):
+    before = sinpe.get_num_threads()
+    with pytest.raises(TypeError, match=rf"\b{name} must be an integer, not (numpy\.)?bool"):
+        call(flag)
+    assert sinpe.get_num_threads() == before
