@@ -82,8 +82,9 @@ BLOCKS = python_blocks()
 
 
 def test_every_python_block_is_found():
-    # the README's examples: intro, torch drop-in, tensors, out=, plots, plots with ax=
-    assert sum(1 for p in BLOCKS if p.id.startswith("README.md")) == 6
+    # the README's examples: intro, torch drop-in, deployment paths, tensors, out=, plots,
+    # plots with ax=
+    assert sum(1 for p in BLOCKS if p.id.startswith("README.md")) == 7
 
 
 @pytest.mark.parametrize("block", BLOCKS)
