@@ -11,10 +11,9 @@
  * inner (the copies of a position: the batch of an add, the other axes of
  * a grid).
  *
- * Segments.  For a tile of frequencies [k0, k1), a target receives at most
- * two runs of contiguous columns, each element j being sinpe_value(A[j],
- * B[j], C[j], S[j]) (table.h) with the block's anchors arranged per layout;
- * which arrangement goes where is run.c's segments_of.
+ * Columns.  For a tile of frequencies [k0, k1), a target receives each
+ * frequency's sine and cosine in the columns its layout gives them
+ * (run.c's pairs_of, rows.c's pair writer).
  *
  * The cut (plan.c's cut, the only place its rules live) is one of:
  *  - spans: a chunk is a span of outer rows (whole 32-row blocks at

@@ -26,162 +26,283 @@ static int is_plain(const sinpe_row_format *fmt, const char *dst, ptrdiff_t row_
            (uintptr_t)dst % itemsize == 0 && row_stride % (ptrdiff_t)itemsize == 0;
 }
 
-SINPE_CLONES
-static void store_f32(char *dst, ptrdiff_t row_stride, int rows, ptrdiff_t lanes,
-                      const double *restrict a, const double *restrict b, sinpe_steps steps)
-{
-    for (int i = 0; i < rows; ++i) {
-        float *restrict out = (float *)(void *)(dst + i * row_stride);
-        const double *restrict c = steps.c + i * steps.stride;
-        const double *restrict s = steps.s + i * steps.stride;
-        for (ptrdiff_t l = 0; l < lanes; ++l) {
-            out[l] = (float)sinpe_value(a[l], b[l], c[l], s[l]);
-        }
+/* ------------------------------------------------------------------ */
+/* Fast loops: each frequency's sine and cosine from one load of its steps
+ * and anchors, stored straight where the layout wants them.  Plain C that
+ * GCC and Clang vectorise per SIMD width (SINPE_CLONES); the stores of the
+ * interleaved table become in-register interleaves.  Half the step data of
+ * a loop over columns, and RoPE's two caches share one computation.  n
+ * frequencies of `rows` rows; steps of row i at c + i * step_stride. */
+#define PAIR_LOOP(name, T, args, body)                                                        \
+    SINPE_CLONES                                                                              \
+    static void name(int rows, ptrdiff_t n, const double *restrict s0,                        \
+                     const double *restrict c0, const double *cs, const double *ss,           \
+                     ptrdiff_t step_stride, args)                                             \
+    {                                                                                         \
+        for (int i = 0; i < rows; ++i) {                                                      \
+            const double *restrict c = cs + i * step_stride;                                  \
+            const double *restrict s = ss + i * step_stride;                                  \
+            for (ptrdiff_t j = 0; j < n; ++j) {                                               \
+                const T sine = (T)sinpe_sin_value(s0[j], c0[j], c[j], s[j]);                  \
+                const T cosine = (T)sinpe_cos_value(s0[j], c0[j], c[j], s[j]);                \
+                body                                                                          \
+            }                                                                                 \
+        }                                                                                     \
     }
-}
 
-SINPE_CLONES
-static void store_f64(char *dst, ptrdiff_t row_stride, int rows, ptrdiff_t lanes,
-                      const double *restrict a, const double *restrict b, sinpe_steps steps)
-{
-    for (int i = 0; i < rows; ++i) {
-        double *restrict out = (double *)(void *)(dst + i * row_stride);
-        const double *restrict c = steps.c + i * steps.stride;
-        const double *restrict s = steps.s + i * steps.stride;
-        for (ptrdiff_t l = 0; l < lanes; ++l) {
-            out[l] = sinpe_value(a[l], b[l], c[l], s[l]);
-        }
-    }
-}
+#define ROW(T, base, stride) ((T *)(void *)((base) + i * (stride)))
+#define TABLE_ARGS char *row, ptrdiff_t row_stride, ptrdiff_t first, ptrdiff_t second
+#define ROPE_ARGS char *cos_row, ptrdiff_t cos_stride, char *sin_row, ptrdiff_t sin_stride, \
+                  ptrdiff_t first, ptrdiff_t second
+#define DEFINE_PAIR_LOOPS(T, suffix)                                                          \
+    PAIR_LOOP(table_interleaved_##suffix, T, TABLE_ARGS, {                                    \
+        T *restrict o = ROW(T, row, row_stride) + first;                                      \
+        o[2 * j] = sine;                                                                      \
+        o[2 * j + 1] = cosine;                                                                \
+        (void)second;                                                                         \
+    })                                                                                        \
+    PAIR_LOOP(table_split_##suffix, T, TABLE_ARGS, {                                          \
+        T *restrict o = ROW(T, row, row_stride);                                              \
+        o[first + j] = sine;                                                                  \
+        o[second + j] = cosine;                                                               \
+    })                                                                                        \
+    PAIR_LOOP(rope_interleaved_##suffix, T, ROPE_ARGS, {                                      \
+        T *restrict oc = ROW(T, cos_row, cos_stride) + first;                                 \
+        T *restrict os = ROW(T, sin_row, sin_stride) + first;                                 \
+        oc[2 * j] = oc[2 * j + 1] = cosine;                                                   \
+        os[2 * j] = os[2 * j + 1] = sine;                                                     \
+        (void)second;                                                                         \
+    })                                                                                        \
+    PAIR_LOOP(rope_split_##suffix, T, ROPE_ARGS, {                                            \
+        T *restrict oc = ROW(T, cos_row, cos_stride);                                         \
+        T *restrict os = ROW(T, sin_row, sin_stride);                                         \
+        oc[first + j] = oc[second + j] = cosine;                                              \
+        os[first + j] = os[second + j] = sine;                                                \
+    })
 
+DEFINE_PAIR_LOOPS(float, f32)
+DEFINE_PAIR_LOOPS(double, f64)
+
+/* ------------------------------------------------------------------ */
+/* Streaming stores, for tables much larger than the caches: a plain store
+ * first reads each line it writes (read for ownership) and the table then
+ * evicts everything else; streaming stores write whole lines straight to
+ * memory (measured on a 256 MB table: 0.33 ns per element instead of 0.78).
+ * A row is made by the fast loops into a row in L1, then copied out with
+ * streaming stores: 32-byte stores back to back complete each 64-byte line,
+ * AVX2 suffices for that, and the values are the fast loops' bits. */
 #if SINPE_X86_DISPATCH
-/* Streaming (non-temporal) float32 stores for tables much larger than the
- * caches.  A plain store first reads each line it writes (read for
- * ownership) and the table then evicts everything else; streaming stores
- * write whole lines straight to memory.  Measured here on a 256 MB table:
- * 0.33 ns per element instead of 0.78.  The arithmetic is the same IEEE
- * multiply, multiply, add and round-to-float as sinpe_value in store_f32, so
- * the bits are the same; only where they are written to differs.  Heads and
- * tails of rows that are not 64-byte aligned use ordinary stores. */
-__attribute__((target("avx512f")))
-static void stream_f32_avx512(char *dst, ptrdiff_t row_stride, int rows, ptrdiff_t lanes,
-                              const double *restrict a, const double *restrict b,
-                              sinpe_steps steps)
-{
-    for (int i = 0; i < rows; ++i) {
-        float *out = (float *)(void *)(dst + i * row_stride);
-        const double *c = steps.c + i * steps.stride;
-        const double *s = steps.s + i * steps.stride;
-        ptrdiff_t l = 0;
-        for (; l < lanes && (uintptr_t)(out + l) % 64 != 0; ++l) {
-            out[l] = (float)sinpe_value(a[l], b[l], c[l], s[l]);
-        }
-        for (; l + 16 <= lanes; l += 16) {
-            const __m512d lo = _mm512_add_pd(_mm512_mul_pd(_mm512_loadu_pd(a + l), _mm512_loadu_pd(c + l)),
-                                             _mm512_mul_pd(_mm512_loadu_pd(b + l), _mm512_loadu_pd(s + l)));
-            const __m512d hi =
-                _mm512_add_pd(_mm512_mul_pd(_mm512_loadu_pd(a + l + 8), _mm512_loadu_pd(c + l + 8)),
-                              _mm512_mul_pd(_mm512_loadu_pd(b + l + 8), _mm512_loadu_pd(s + l + 8)));
-            const __m256 lo32 = _mm512_cvtpd_ps(lo), hi32 = _mm512_cvtpd_ps(hi);
-            const __m512d both = _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo32)),
-                                                    _mm256_castps_pd(hi32), 1);
-            _mm512_stream_ps(out + l, _mm512_castpd_ps(both));
-        }
-        for (; l < lanes; ++l) {
-            out[l] = (float)sinpe_value(a[l], b[l], c[l], s[l]);
-        }
-    }
-    _mm_sfence(); /* streaming stores are weakly ordered: publish them */
-}
-
 __attribute__((target("avx2")))
-static void stream_f32_avx2(char *dst, ptrdiff_t row_stride, int rows, ptrdiff_t lanes,
-                            const double *restrict a, const double *restrict b, sinpe_steps steps)
+static void stream_copy_avx2(float *dst, const float *src, ptrdiff_t n)
 {
-    for (int i = 0; i < rows; ++i) {
-        float *out = (float *)(void *)(dst + i * row_stride);
-        const double *c = steps.c + i * steps.stride;
-        const double *s = steps.s + i * steps.stride;
-        ptrdiff_t l = 0;
-        for (; l < lanes && (uintptr_t)(out + l) % 32 != 0; ++l) {
-            out[l] = (float)sinpe_value(a[l], b[l], c[l], s[l]);
-        }
-        for (; l + 8 <= lanes; l += 8) {
-            const __m256d lo = _mm256_add_pd(_mm256_mul_pd(_mm256_loadu_pd(a + l), _mm256_loadu_pd(c + l)),
-                                             _mm256_mul_pd(_mm256_loadu_pd(b + l), _mm256_loadu_pd(s + l)));
-            const __m256d hi =
-                _mm256_add_pd(_mm256_mul_pd(_mm256_loadu_pd(a + l + 4), _mm256_loadu_pd(c + l + 4)),
-                              _mm256_mul_pd(_mm256_loadu_pd(b + l + 4), _mm256_loadu_pd(s + l + 4)));
-            const __m256 both = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(lo)),
-                                                     _mm256_cvtpd_ps(hi), 1);
-            _mm256_stream_ps(out + l, both);
-        }
-        for (; l < lanes; ++l) {
-            out[l] = (float)sinpe_value(a[l], b[l], c[l], s[l]);
-        }
+    ptrdiff_t i = 0;
+    for (; i < n && (uintptr_t)(dst + i) % 32 != 0; ++i) {
+        dst[i] = src[i];
     }
-    _mm_sfence();
+    for (; i + 8 <= n; i += 8) {
+        _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
+    }
+    for (; i < n; ++i) {
+        dst[i] = src[i];
+    }
 }
 
-/* 2: AVX-512F, 1: AVX2, 0: neither (plain stores).  Every thread that
- * races here stores the same answer. */
-static int stream_level(void)
+/* Every thread that races here stores the same answer. */
+static int has_avx2(void)
 {
-    static atomic_int level = -1;
-    int known = atomic_load_explicit(&level, memory_order_relaxed);
-    if (known < 0) {
-        known = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
-        atomic_store_explicit(&level, known, memory_order_relaxed);
+    static atomic_int known = -1;
+    int avx2 = atomic_load_explicit(&known, memory_order_relaxed);
+    if (avx2 < 0) {
+        avx2 = __builtin_cpu_supports("avx2") != 0;
+        atomic_store_explicit(&known, avx2, memory_order_relaxed);
     }
-    return known;
-}
-
-static int stream_f32(char *dst, ptrdiff_t row_stride, int rows, ptrdiff_t lanes,
-                      const double *a, const double *b, sinpe_steps steps)
-{
-    switch (stream_level()) {
-    case 2:
-        stream_f32_avx512(dst, row_stride, rows, lanes, a, b, steps);
-        return 1;
-    case 1:
-        stream_f32_avx2(dst, row_stride, rows, lanes, a, b, steps);
-        return 1;
-    default:
-        return 0;
-    }
-}
-#else
-static int stream_f32(char *dst, ptrdiff_t row_stride, int rows, ptrdiff_t lanes,
-                      const double *a, const double *b, sinpe_steps steps)
-{
-    (void)dst, (void)row_stride, (void)rows, (void)lanes, (void)a, (void)b, (void)steps;
-    return 0;
+    return avx2;
 }
 #endif
 
-void sinpe_store_rows(const sinpe_row_format *fmt, char *dst, ptrdiff_t row_stride,
-                      const sinpe_steps *steps, int r0, int r1, ptrdiff_t lanes,
-                      const double *a, const double *b, double *tmp)
+/* dst[0 .. n) = src[0 .. n): streaming where the CPU can, else plain. */
+static void stream_copy(float *dst, const float *src, ptrdiff_t n)
 {
-    sinpe_steps from_r0 = *steps;
-    from_r0.c += r0 * steps->stride;
-    from_r0.s += r0 * steps->stride;
-    if (fmt->dtype == SINPE_FLOAT32 && is_plain(fmt, dst, row_stride, 4)) {
-        if (!fmt->streaming || !stream_f32(dst, row_stride, r1 - r0, lanes, a, b, from_r0)) {
-            store_f32(dst, row_stride, r1 - r0, lanes, a, b, from_r0);
+#if SINPE_X86_DISPATCH
+    if (has_avx2()) {
+        stream_copy_avx2(dst, src, n);
+        return;
+    }
+#endif
+    memcpy(dst, src, (size_t)n * sizeof *dst);
+}
+
+static void stream_fence(void)
+{
+#if SINPE_X86_DISPATCH
+    _mm_sfence(); /* streaming stores are weakly ordered: publish them */
+#endif
+}
+
+/* ------------------------------------------------------------------ */
+
+/* The value of frequency j of a kind: its first and second column. */
+static double first_value(int kind, double sine, double cosine)
+{
+    return kind == SINPE_PAIRS_COS ? cosine : sine;
+}
+
+static double second_value(int kind, double sine, double cosine)
+{
+    return kind == SINPE_PAIRS_SIN ? sine : cosine;
+}
+
+static ptrdiff_t first_col(const sinpe_pairs *p, ptrdiff_t j)
+{
+    return p->interleaved ? p->first + 2 * j : p->first + j;
+}
+
+static ptrdiff_t second_col(const sinpe_pairs *p, ptrdiff_t j)
+{
+    return p->interleaved ? p->first + 2 * j + 1 : p->second + j;
+}
+
+/* Element by element through memcpy (any dtype, byte order, stride,
+ * alignment): one row's values, sine[j] and cosine[j], j < count. */
+static void store_row_elements(const sinpe_pair_target *t, char *row, const double *sine,
+                               const double *cosine)
+{
+    const sinpe_row_format *fmt = t->fmt;
+    const sinpe_pairs *p = &t->pairs;
+    for (ptrdiff_t j = 0; j < p->count; ++j) {
+        sinpe_store_elem(row + first_col(p, j) * fmt->col_stride, fmt->dtype, fmt->swapped,
+                         first_value(p->kind, sine[j], cosine[j]));
+        if (j < p->seconds) {
+            sinpe_store_elem(row + second_col(p, j) * fmt->col_stride, fmt->dtype, fmt->swapped,
+                             second_value(p->kind, sine[j], cosine[j]));
+        }
+    }
+}
+
+/* The fast loops for `rows` rows from `row` (stride row_stride) of one
+ * target, or of RoPE's two (row2, the sin cache), with the first and second
+ * columns given: the first `seconds` frequencies, which fill both. */
+static void fast_rows(const sinpe_pair_target *t, int ntargets, char *row, ptrdiff_t row_stride,
+                      char *row2, ptrdiff_t row_stride2, ptrdiff_t first, ptrdiff_t second,
+                      int rows, const double *s0, const double *c0, const double *cs,
+                      const double *ss, ptrdiff_t step_stride)
+{
+    const sinpe_pairs *p = &t[0].pairs;
+    const ptrdiff_t n = p->seconds;
+    if (t[0].fmt->dtype == SINPE_FLOAT32) {
+        if (ntargets == 2) {
+            (p->interleaved ? rope_interleaved_f32 : rope_split_f32)(
+                rows, n, s0, c0, cs, ss, step_stride, row, row_stride, row2, row_stride2, first,
+                second);
+        } else {
+            (p->interleaved ? table_interleaved_f32 : table_split_f32)(
+                rows, n, s0, c0, cs, ss, step_stride, row, row_stride, first, second);
+        }
+    } else if (ntargets == 2) {
+        (p->interleaved ? rope_interleaved_f64 : rope_split_f64)(
+            rows, n, s0, c0, cs, ss, step_stride, row, row_stride, row2, row_stride2, first,
+            second);
+    } else {
+        (p->interleaved ? table_interleaved_f64 : table_split_f64)(
+            rows, n, s0, c0, cs, ss, step_stride, row, row_stride, first, second);
+    }
+}
+
+/* Whether the fast loops can write the targets: native contiguous float32
+ * or float64, both targets of one dtype; RoPE's two caches (the rope
+ * loops), or one table target. */
+static int fast_targets(const sinpe_pair_target *t, int ntargets)
+{
+    const sinpe_dtype dtype = t[0].fmt->dtype;
+    const size_t itemsize = dtype == SINPE_FLOAT32 ? 4 : dtype == SINPE_FLOAT64 ? 8 : 0;
+    for (int k = 0; k < ntargets; ++k) {
+        if (itemsize == 0 || t[k].fmt->dtype != dtype ||
+            !is_plain(t[k].fmt, t[k].row, t[k].row_stride, itemsize)) {
+            return 0;
+        }
+    }
+    return ntargets == 2 ? t[0].pairs.kind == SINPE_PAIRS_COS && t[1].pairs.kind == SINPE_PAIRS_SIN
+                         : t[0].pairs.kind == SINPE_PAIRS_TABLE;
+}
+
+/* A table of odd width ends with a lone sine (RoPE widths are even):
+ * frequencies seconds .. count - 1 of one row fill their first column only,
+ * counted from `first` in `row` (plain elements of the dtype). */
+static void lone_sines(const sinpe_pairs *p, sinpe_dtype dtype, char *row, ptrdiff_t first,
+                       const double *s0, const double *c0, const double *c, const double *s)
+{
+    const ptrdiff_t itemsize = dtype == SINPE_FLOAT32 ? 4 : 8;
+    for (ptrdiff_t j = p->seconds; j < p->count; ++j) {
+        const ptrdiff_t col = first + (p->interleaved ? 2 * j : j);
+        sinpe_store_elem(row + col * itemsize, dtype, 0, sinpe_sin_value(s0[j], c0[j], c[j], s[j]));
+    }
+}
+
+/* A streaming row: made in tmp (the first run from tmp[0], a split layout's
+ * second run after it), then streamed out run by run. */
+static void stream_row(const sinpe_pair_target *t, int ntargets, float *tmp, int r,
+                       const double *s0, const double *c0, const double *c, const double *s)
+{
+    const sinpe_pairs *p = &t[0].pairs;
+    const ptrdiff_t runs = p->count + p->seconds; /* floats per target in tmp */
+    fast_rows(t, ntargets, (char *)tmp, 0, (char *)(tmp + runs), 0, 0, p->count, 1, s0, c0, c, s,
+              0);
+    lone_sines(p, SINPE_FLOAT32, (char *)tmp, 0, s0, c0, c, s);
+    for (int k = 0; k < ntargets; ++k) {
+        float *out = (float *)(void *)(t[k].row + r * t[k].row_stride);
+        const float *made = tmp + k * runs;
+        if (p->interleaved) {
+            stream_copy(out + p->first, made, runs);
+        } else {
+            stream_copy(out + p->first, made, p->count);
+            stream_copy(out + p->second, made + p->count, p->seconds);
+        }
+    }
+}
+
+void sinpe_store_pairs(const sinpe_pair_target *targets, int ntargets, const sinpe_steps *steps,
+                       int r0, int r1, const double *s0, const double *c0, double *tmp)
+{
+    const sinpe_pairs *p = &targets[0].pairs;
+    const ptrdiff_t stride = steps->stride;
+    const double *cs = steps->c + r0 * stride, *ss = steps->s + r0 * stride;
+    if (!fast_targets(targets, ntargets)) {
+        double *sine = tmp, *cosine = tmp + p->count;
+        for (int r = 0; r < r1 - r0; ++r) {
+            for (ptrdiff_t j = 0; j < p->count; ++j) {
+                const double c = cs[r * stride + j], s = ss[r * stride + j];
+                sine[j] = sinpe_sin_value(s0[j], c0[j], c, s);
+                cosine[j] = sinpe_cos_value(s0[j], c0[j], c, s);
+            }
+            for (int t = 0; t < ntargets; ++t) {
+                store_row_elements(&targets[t], targets[t].row + r * targets[t].row_stride, sine,
+                                   cosine);
+            }
         }
         return;
     }
-    if (fmt->dtype == SINPE_FLOAT64 && is_plain(fmt, dst, row_stride, 8)) {
-        store_f64(dst, row_stride, r1 - r0, lanes, a, b, from_r0);
+    const sinpe_pair_target *t1 = &targets[ntargets - 1];
+    if (targets[0].fmt->streaming && targets[0].fmt->dtype == SINPE_FLOAT32) {
+        for (int r = 0; r < r1 - r0; ++r) {
+            stream_row(targets, ntargets, (float *)(void *)tmp, r, s0, c0, cs + r * stride,
+                       ss + r * stride);
+        }
+        stream_fence();
         return;
     }
-    for (int r = r0; r < r1; ++r) {
-        char *row = dst + (r - r0) * row_stride;
-        sinpe_values(steps, r, lanes, a, b, tmp);
-        for (ptrdiff_t j = 0; j < lanes; ++j) {
-            sinpe_store_elem(row + j * fmt->col_stride, fmt->dtype, fmt->swapped, tmp[j]);
-        }
+    fast_rows(targets, ntargets, targets[0].row, targets[0].row_stride, t1->row, t1->row_stride,
+              p->first, p->second, r1 - r0, s0, c0, cs, ss, stride);
+    for (int r = 0; p->seconds < p->count && r < r1 - r0; ++r) {
+        lone_sines(p, targets[0].fmt->dtype, targets[0].row + r * targets[0].row_stride, p->first,
+                   s0, c0, cs + r * stride, ss + r * stride);
+    }
+}
+
+void sinpe_store_pair_values(const sinpe_pair_target *targets, int ntargets, const double *sin_v,
+                             const double *cos_v)
+{
+    for (int t = 0; t < ntargets; ++t) {
+        store_row_elements(&targets[t], targets[t].row, sin_v, cos_v);
     }
 }
 

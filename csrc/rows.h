@@ -1,8 +1,9 @@
 /*
  * Internal: row writers, the only code that touches output elements.  They
- * turn runs of canonical values (table.h) into elements of any dtype, byte
- * order and stride (stores), and add a tile of elements to rows in the
- * elements' own arithmetic (adds).
+ * turn each frequency's sine and cosine (table.h) into elements of any
+ * dtype, byte order and stride, in the columns a layout gives them
+ * (stores), and add a tile of elements to rows in the elements' own
+ * arithmetic (adds).
  */
 #ifndef SINPE_ROWS_H
 #define SINPE_ROWS_H
@@ -19,18 +20,45 @@ typedef struct {
     int streaming;        /* store around the caches (tables far larger than them) */
 } sinpe_row_format;
 
-/* Rows r0 .. r1 - 1 of the block whose anchors are a, b: element j of row
- * r (at dst + (r - r0) * row_stride) gets sinpe_value(a[j], b[j], c, s)
- * with the steps c, s of lane j of row r in `steps`, j < lanes.  The row
- * loop is in here so that the fast loop is entered once per block, not once
- * per row.  tmp: scratch of `lanes` doubles. */
-void sinpe_store_rows(const sinpe_row_format *fmt, char *dst, ptrdiff_t row_stride,
-                      const sinpe_steps *steps, int r0, int r1, ptrdiff_t lanes,
-                      const double *a, const double *b, double *tmp);
+/* What one target receives from a run of `count` frequencies j, at columns
+ * counted from its row pointer:
+ *  - SINPE_PAIRS_TABLE: the sine and the cosine of frequency j;
+ *  - SINPE_PAIRS_COS / SINPE_PAIRS_SIN (RoPE caches): that value, twice;
+ * at columns 2j and 2j + 1 (interleaved) or first + j and second + j.  The
+ * first `seconds` frequencies fill both columns, the rest only the first
+ * (a table of odd width ends with a lone sine). */
+enum { SINPE_PAIRS_TABLE, SINPE_PAIRS_COS, SINPE_PAIRS_SIN };
+
+typedef struct {
+    int kind;
+    int interleaved;
+    ptrdiff_t first, second; /* columns of frequency 0 (interleaved: first, first + 1) */
+    ptrdiff_t count, seconds;
+} sinpe_pairs;
+
+typedef struct {
+    const sinpe_row_format *fmt;
+    char *row;            /* row r0's element at column 0 */
+    ptrdiff_t row_stride; /* bytes from a row to the next */
+    sinpe_pairs pairs;
+} sinpe_pair_target;
+
+/* Rows r0 .. r1 - 1 of a block, for one target or for RoPE's two caches
+ * (same shape and frequencies): frequency j's values are sinpe_sin_value and
+ * sinpe_cos_value of the anchors s0[j], c0[j] and the steps of the row,
+ * computed once per frequency and row for every target.  The row loop is in
+ * here so that the fast loop is entered once per block.  tmp: scratch of
+ * 4 * count doubles. */
+void sinpe_store_pairs(const sinpe_pair_target *targets, int ntargets, const sinpe_steps *steps,
+                       int r0, int r1, const double *s0, const double *c0, double *tmp);
+
+/* One row whose values are sin_v[j], cos_v[j] themselves (a position with no
+ * block: non-integral), for one or two targets. */
+void sinpe_store_pair_values(const sinpe_pair_target *targets, int ntargets, const double *sin_v,
+                             const double *cos_v);
 
 /* Element i < count of a row run (dst) gets v[i * step] (step 0: one value
- * for all), rounded once.  For values that are not a block's rotation:
- * zeros, and positions with no block (non-integral ones). */
+ * for all), rounded once: zeros, and values a row writer did not make. */
 void sinpe_store_values(const sinpe_row_format *fmt, char *dst, const double *v, ptrdiff_t step,
                         ptrdiff_t count);
 

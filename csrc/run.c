@@ -3,31 +3,27 @@
  *
  * Stores.  A chunk walks its outer rows in order.  Where positions count up
  * within a block (always for range positions, in runs for explicit ones),
- * the rows of a block are one fused call per segment to rows.c's writers,
- * with the anchors computed once per block; a position with many copies (a
+ * the rows of a block are one call to rows.c's pair writer, with the
+ * anchors computed once per block; a position with many copies (a
  * grid's leading axis) holds its step row and strides over the copies.
  * Other rows (padding, non-integral positions) are written one at a time.
  *
  * Adds.  A chunk makes the table rows of a range of positions, as elements
  * of the array's own dtype, in a tile of at most a few hundred KB per
- * worker (the same writers as stores), then adds that tile to every copy of
+ * worker (the same writer as stores), then adds that tile to every copy of
  * those positions in address order with rows.c's plain add loop: the table
  * is made once per chunk, never batch-sized, and the add runs in the
  * array's arithmetic.  Positions one per row (windows cut) look their row
  * up in the tile when the window's positions fit, else get a row of their
  * own.
  *
- * Segments (plan.h).  With s = sin(p0 w), c = cos(p0 w) at a block start:
- *  - interleaved table: one segment, A = (s, c, ..), B = (c, -s, ..) over
- *    the full step rows (two lanes per frequency);
- *  - concatenated table: sines (A = s, B = c), then cosines (A = c, B = -s),
- *    both over the half step rows (one entry per frequency);
- *  - RoPE, concatenated: the cos (or sin) segment twice, at k and m + k;
- *  - RoPE, interleaved: one segment over the full step rows with the pair's
- *    anchors doubled, A = (c, c, ..), B = (-s, -s, ..) for cos.
- * A value so depends only on (p, w) and lands where the layout wants it.
- * A non-integral position has no block: its sin/cos are computed directly,
- * and then A itself holds the segment's values.
+ * Columns.  Every layout takes each frequency's sine and cosine (table.h),
+ * computed once per frequency and row, to the columns it wants: the table
+ * interleaved (2k, 2k + 1) or split (sin_col + k, cos_col + k), a RoPE
+ * cache one of them twice, and RoPE's two caches from one computation
+ * (pairs_of; the writers are rows.c's).  A value so depends only on (p, w)
+ * and lands where the layout wants it.  A non-integral position has no
+ * block: its sin/cos are computed directly and stored as they are.
  */
 #include "plan.h"
 #include "elements.h"
@@ -49,17 +45,11 @@ static ptrdiff_t abs_ptrdiff(ptrdiff_t a)
 static const double zero_value = 0.0;
 
 /* ------------------------------------------------------------------ */
-/* Scratch, anchors and segments. */
+/* Scratch, anchors and columns. */
 
 typedef struct {
-    double *sin, *cos, *negsin;  /* [count] */
-    double *a, *b;               /* [2 count] interleaved table lanes */
-    double *sdup, *cdup, *nsdup; /* [2 count] RoPE pairs */
-} anchors_t;
-
-typedef struct {
-    anchors_t an;
-    double *tmp;         /* [2 tile_freqs]: sinpe_store_rows' generic rows */
+    double *sin, *cos;   /* [tile_freqs]: anchors, or a non-integral row's values */
+    double *tmp;         /* [4 * tile_freqs]: the row writers' scratch */
     double *step_buffer; /* a wide table's step rows */
 } scratch_t;
 
@@ -68,15 +58,9 @@ static scratch_t scratch_of(const plan_t *plan, int worker)
     const ptrdiff_t f = plan->tile_freqs;
     double *p = plan->scratch + (size_t)worker * plan->scratch_doubles;
     scratch_t s;
-    s.an.sin = p, p += f;
-    s.an.cos = p, p += f;
-    s.an.negsin = p, p += f;
-    s.an.a = p, p += 2 * f;
-    s.an.b = p, p += 2 * f;
-    s.an.sdup = p, p += 2 * f;
-    s.an.cdup = p, p += 2 * f;
-    s.an.nsdup = p, p += 2 * f;
-    s.tmp = p, p += 2 * f;
+    s.sin = p, p += f;
+    s.cos = p, p += f;
+    s.tmp = p, p += 4 * f;
     s.step_buffer = p;
     return s;
 }
@@ -88,87 +72,38 @@ size_t sinpe_plan_scratch_doubles(const plan_t *plan)
         wide |= plan->groups[g].table != NULL && plan->groups[g].table->step_c == NULL;
     }
     const size_t f = (size_t)plan->tile_freqs;
-    return 15 * f + (wide ? 2 * SINPE_BLOCK_ROWS * 2 * f : 0) + 1;
-}
-
-/* Spreads sin and cos of a tile over the arrangements the targets use. */
-static void arrange_anchors(const plan_t *plan, const group_t *g, const anchors_t *an,
-                            ptrdiff_t count)
-{
-    for (ptrdiff_t k = 0; k < count; ++k) {
-        an->negsin[k] = -an->sin[k]; /* exact */
-    }
-    if (!g->interleaved) {
-        return;
-    }
-    if (plan->target[0].kind == KIND_TABLE) {
-        for (ptrdiff_t k = 0; k < count; ++k) {
-            an->a[2 * k] = an->sin[k];
-            an->b[2 * k] = an->cos[k];
-            an->a[2 * k + 1] = an->cos[k];
-            an->b[2 * k + 1] = an->negsin[k];
-        }
-        return;
-    }
-    for (ptrdiff_t k = 0; k < count; ++k) {
-        an->sdup[2 * k] = an->sdup[2 * k + 1] = an->sin[k];
-        an->cdup[2 * k] = an->cdup[2 * k + 1] = an->cos[k];
-        an->nsdup[2 * k] = an->nsdup[2 * k + 1] = an->negsin[k];
-    }
+    return 6 * f + (wide ? 2 * SINPE_BLOCK_ROWS * f : 0) + 1;
 }
 
 /* The anchors of tile [k0, k1) for an integer position's block start p0, or
- * for a non-integral position x itself. */
-static void anchor(const plan_t *plan, const group_t *g, const anchors_t *an, ptrdiff_t k0,
-                   ptrdiff_t k1, int is_int, int64_t p0, double x)
+ * for a non-integral position x itself (then they are its values). */
+static void anchor(const group_t *g, const scratch_t *s, ptrdiff_t k0, ptrdiff_t k1, int is_int,
+                   int64_t p0, double x)
 {
     if (is_int) {
-        sinpe_anchor_sincos(g->table, p0, k0, k1, an->sin, an->cos);
-    } else {
-        for (ptrdiff_t k = k0; k < k1; ++k) { /* the angle's own sincos, one rounding */
-            sinpe_sincos(x * g->table->freq[k], &an->sin[k - k0], &an->cos[k - k0]);
-        }
+        sinpe_anchor_sincos(g->table, p0, k0, k1, s->sin, s->cos);
+        return;
     }
-    arrange_anchors(plan, g, an, k1 - k0);
+    for (ptrdiff_t k = k0; k < k1; ++k) { /* the angle's own sincos, one rounding */
+        sinpe_sincos(x * g->table->freq[k], &s->sin[k - k0], &s->cos[k - k0]);
+    }
 }
 
-typedef struct {
-    ptrdiff_t col, count;
-    const double *a, *b;
-} segment_t;
-
-/* The segments of one target kind for frequencies [k0, k1) (see the top). */
-static int segments_of(const group_t *g, int kind, ptrdiff_t k0, ptrdiff_t k1,
-                       const anchors_t *an, segment_t seg[2])
+/* The columns a target of `kind` receives from tile [k0, k1) of group g. */
+static sinpe_pairs pairs_of(const group_t *g, int kind, ptrdiff_t k0, ptrdiff_t k1)
 {
-    const ptrdiff_t count = k1 - k0;
-    if (g->table == NULL) {
-        return 0;
-    }
-    if (g->interleaved) {
-        switch (kind) {
-        case KIND_TABLE: /* an odd width ends with a sine */
-            seg[0] = (segment_t){g->col + 2 * k0, min_ptrdiff(2 * k1, g->width) - 2 * k0, an->a,
-                                 an->b};
-            return 1;
-        case KIND_COS:
-            seg[0] = (segment_t){g->col + 2 * k0, 2 * count, an->cdup, an->nsdup};
-            return 1;
-        default:
-            seg[0] = (segment_t){g->col + 2 * k0, 2 * count, an->sdup, an->cdup};
-            return 1;
-        }
-    }
-    const double *a = kind == KIND_COS ? an->cos : an->sin;
-    const double *b = kind == KIND_COS ? an->negsin : an->cos;
-    seg[0] = (segment_t){g->sin_col + k0, count, a, b};
-    if (kind != KIND_TABLE) { /* RoPE: the same values in both halves */
-        seg[1] = (segment_t){g->cos_col + k0, count, a, b};
-        return 2;
-    }
-    const ptrdiff_t ncos = min_ptrdiff(k1, g->width - g->nfreq) - k0; /* odd width: one sine more */
-    seg[1] = (segment_t){g->cos_col + k0, ncos, an->cos, an->negsin};
-    return ncos > 0 ? 2 : 1;
+    sinpe_pairs p;
+    p.kind = kind == KIND_TABLE ? SINPE_PAIRS_TABLE : kind == KIND_COS ? SINPE_PAIRS_COS
+                                                                       : SINPE_PAIRS_SIN;
+    p.interleaved = g->interleaved;
+    p.count = k1 - k0;
+    p.first = g->interleaved ? g->col + 2 * k0 : g->sin_col + k0;
+    p.second = g->interleaved ? p.first + 1 : g->cos_col + k0;
+    /* a table of odd width has a sine more than cosines */
+    const ptrdiff_t cosines = g->interleaved ? g->width / 2 : g->width - g->nfreq;
+    p.seconds = kind != KIND_TABLE ? p.count : min_ptrdiff(k1, cosines) - k0;
+    p.seconds = p.seconds < 0 ? 0 : p.seconds;
+    return p;
 }
 
 /* Columns no frequency feeds (fairseq's zero column of an odd width): the
@@ -195,8 +130,7 @@ static sinpe_steps steps_of(const plan_t *plan, const group_t *g, int worker, pt
     const ptrdiff_t key = tile * plan->ngroups + (g - plan->groups);
     const uint32_t residues = plan->built[worker] != key ? g->residues : 0;
     plan->built[worker] = key;
-    return g->interleaved ? sinpe_steps_for(g->table, k0, k1, residues, buffer)
-                          : sinpe_half_steps_for(g->table, k0, k1, residues, buffer);
+    return sinpe_steps_for(g->table, k0, k1, residues, buffer);
 }
 
 /* ------------------------------------------------------------------ */
@@ -259,28 +193,38 @@ static int position_of(const plan_t *plan, const group_t *g, ptrdiff_t i, int64_
 /* ------------------------------------------------------------------ */
 /* Stores. */
 
-/* Rows r0 .. r1 - 1 of the steps into rows base + q * row_stride of target t
- * (every segment, and on tile 0 the unused columns). */
-static void store_segments(const plan_t *plan, const group_t *g, int t, const segment_t *segs,
-                           int nsegs, const sinpe_steps *steps, char *base, ptrdiff_t row_stride,
-                           int r0, int r1, double *tmp, int first_tile)
+/* Rows r0 .. r1 - 1 of the steps into rows base[t] + q * stride[t] of every
+ * target (RoPE's two caches in one pass), and on tile 0 the unused columns.
+ * is_int = 0: one row of a non-integral position, whose values are the
+ * anchors themselves. */
+static void store_rows(const plan_t *plan, const group_t *g, const scratch_t *s, ptrdiff_t k0,
+                       ptrdiff_t k1, char *const *base, const ptrdiff_t *stride,
+                       const sinpe_steps *steps, int r0, int r1, int is_int, int first_tile)
 {
-    const target_t *tg = &plan->target[t];
-    for (int s = 0; s < nsegs; ++s) {
-        sinpe_store_rows(&tg->fmt, base + segs[s].col * tg->fmt.col_stride, row_stride, steps, r0,
-                         r1, segs[s].count, segs[s].a, segs[s].b, tmp);
+    sinpe_pair_target targets[2];
+    for (int t = 0; t < plan->ntargets; ++t) {
+        targets[t] = (sinpe_pair_target){&plan->target[t].fmt, base[t], stride[t],
+                                         pairs_of(g, plan->target[t].kind, k0, k1)};
+    }
+    if (g->table != NULL && is_int) {
+        sinpe_store_pairs(targets, plan->ntargets, steps, r0, r1, s->sin, s->cos, s->tmp);
+    } else if (g->table != NULL) {
+        sinpe_store_pair_values(targets, plan->ntargets, s->sin, s->cos);
     }
     ptrdiff_t zeros;
     const ptrdiff_t col = unused_columns(g, &zeros);
-    for (int q = 0; first_tile && zeros > 0 && q < r1 - r0; ++q) {
-        sinpe_store_values(&tg->fmt, base + q * row_stride + col * tg->fmt.col_stride, &zero_value,
-                           0, zeros);
+    for (int t = 0; first_tile && zeros > 0 && t < plan->ntargets; ++t) {
+        const sinpe_row_format *fmt = &plan->target[t].fmt;
+        for (int q = 0; q < r1 - r0; ++q) {
+            sinpe_store_values(fmt, base[t] + q * stride[t] + col * fmt->col_stride, &zero_value,
+                               0, zeros);
+        }
     }
 }
 
 /* How many outer rows from i on hold the positions p, p + 1, .. of one
- * block (r = p - block start) at a constant stride, so that one fused call
- * per segment stores them all; 0 when row i takes the one-row path. */
+ * block (r = p - block start) at a constant stride, so that one call
+ * stores them all; 0 when row i takes the one-row path. */
 static int block_run(const plan_t *plan, const group_t *g, ptrdiff_t i, ptrdiff_t i1, int64_t p,
                      int r, const cursor_t *oc)
 {
@@ -311,15 +255,12 @@ static void store_range(const plan_t *plan, const group_t *g, int worker, ptrdif
     const int first_tile = tile == 0;
     const scratch_t s = scratch_of(plan, worker);
     const sinpe_steps steps = steps_of(plan, g, worker, tile, k0, k1, s.step_buffer);
-    segment_t segs[2][2];
-    int nsegs[2];
-    for (int t = 0; t < plan->ntargets; ++t) {
-        nsegs[t] = segments_of(g, plan->target[t].kind, k0, k1, &s.an, segs[t]);
-    }
     const int last = g->outer.naxes - 1, inner_last = g->inner.naxes - 1;
     int have_anchor = 0, anchor_int = 0;
     int64_t anchor_p0 = 0;
     double anchor_x = 0.0;
+    char *base[2];
+    ptrdiff_t stride[2];
     cursor_t oc, ic;
     cursor_seek(&g->outer, &oc, i0);
     for (ptrdiff_t i = i0; i < i1;) {
@@ -329,7 +270,7 @@ static void store_range(const plan_t *plan, const group_t *g, int worker, ptrdif
         const int64_t p0 = is_int ? sinpe_block_start(p) : 0;
         if (g->table != NULL &&
             !(have_anchor && anchor_int == is_int && (is_int ? anchor_p0 == p0 : anchor_x == x))) {
-            anchor(plan, g, &s.an, k0, k1, is_int, p0, x);
+            anchor(g, &s, k0, k1, is_int, p0, x);
             have_anchor = 1, anchor_int = is_int, anchor_p0 = p0, anchor_x = x;
         }
         const int r = (int)(p - p0);
@@ -347,20 +288,22 @@ static void store_range(const plan_t *plan, const group_t *g, int worker, ptrdif
                                       g->inner.shape[inner_last] - ic.index[inner_last])
                         : 1;
                 for (int t = 0; t < plan->ntargets; ++t) {
-                    char *base = plan->target[t].data + oc.off[t] + ic.off[t];
-                    if (copies > 1) {
-                        sinpe_steps held = steps;
-                        if (g->table != NULL) {
-                            held.c += r * steps.stride;
-                            held.s += r * steps.stride;
-                        }
-                        store_segments(plan, g, t, segs[t], nsegs[t], &held, base,
-                                       g->inner.bstride[t][inner_last], 0, (int)copies, s.tmp,
-                                       first_tile);
-                    } else {
-                        store_segments(plan, g, t, segs[t], nsegs[t], &steps, base,
-                                       g->outer.bstride[t][last], r, r + run, s.tmp, first_tile);
+                    base[t] = plan->target[t].data + oc.off[t] + ic.off[t];
+                    stride[t] = copies > 1 ? g->inner.bstride[t][inner_last]
+                                           : g->outer.bstride[t][last];
+                }
+                if (copies > 1) {
+                    sinpe_steps held = steps;
+                    if (g->table != NULL) {
+                        held.c += r * steps.stride;
+                        held.s += r * steps.stride;
                     }
+                    held.stride = 0;
+                    store_rows(plan, g, &s, k0, k1, base, stride, &held, 0, (int)copies, 1,
+                               first_tile);
+                } else {
+                    store_rows(plan, g, &s, k0, k1, base, stride, &steps, r, r + run, 1,
+                               first_tile);
                 }
                 cursor_advance(&g->inner, &ic, copies);
                 j += copies;
@@ -372,25 +315,19 @@ static void store_range(const plan_t *plan, const group_t *g, int worker, ptrdif
         /* One row at a time: padding masks, non-integral positions. */
         cursor_seek(&g->inner, &ic, j0);
         for (ptrdiff_t j = j0; j < j1; ++j, cursor_step(&g->inner, &ic)) {
-            const int padded = plan->padding != NULL && plan->padding[oc.flat + ic.flat];
             for (int t = 0; t < plan->ntargets; ++t) {
-                const target_t *tg = &plan->target[t];
-                char *row = tg->data + oc.off[t] + ic.off[t];
-                if (padded) {
-                    if (first_tile) {
-                        sinpe_store_values(&tg->fmt, row + g->col * tg->fmt.col_stride,
-                                           &zero_value, 0, g->width);
-                    }
-                } else if (is_int) {
-                    store_segments(plan, g, t, segs[t], nsegs[t], &steps, row, 0, r, r + 1, s.tmp,
-                                   first_tile);
-                } else {
-                    for (int q = 0; q < nsegs[t]; ++q) {
-                        sinpe_store_values(&tg->fmt, row + segs[t][q].col * tg->fmt.col_stride,
-                                           segs[t][q].a, 1, segs[t][q].count);
-                    }
-                    store_segments(plan, g, t, NULL, 0, &steps, row, 0, 0, 1, s.tmp, first_tile);
-                }
+                base[t] = plan->target[t].data + oc.off[t] + ic.off[t];
+                stride[t] = 0;
+            }
+            if (plan->padding == NULL || !plan->padding[oc.flat + ic.flat]) {
+                store_rows(plan, g, &s, k0, k1, base, stride, &steps, r, r + 1, is_int,
+                           first_tile);
+                continue;
+            }
+            for (int t = 0; first_tile && t < plan->ntargets; ++t) {
+                const sinpe_row_format *fmt = &plan->target[t].fmt;
+                sinpe_store_values(fmt, base[t] + g->col * fmt->col_stride, &zero_value, 0,
+                                   g->width);
             }
         }
         cursor_step(&g->outer, &oc);
@@ -402,18 +339,17 @@ static void store_range(const plan_t *plan, const group_t *g, int worker, ptrdif
 /* Adds. */
 
 /* A tile of table rows in the target's own dtype (native order, contiguous):
- * the tile's segments packed side by side, then on tile 0 the unused
- * columns (zeros).  runs map tile columns to runs of the array's columns,
- * merged where they are adjacent in both (a whole row for a single tile). */
+ * the tile's columns packed (interleaved from column 0, or the sines then
+ * the cosines), then on tile 0 the unused columns (zeros).  runs map tile
+ * columns to runs of the array's columns, merged where they are adjacent in
+ * both (a whole row for a table of one tile). */
 typedef struct {
     char *data;
     ptrdiff_t row_bytes;
     size_t itemsize;
     sinpe_row_format fmt;
-    int nsegs;
-    segment_t segs[2];
-    ptrdiff_t off[3]; /* tile column of each segment, then of the zeros */
-    ptrdiff_t zeros;
+    sinpe_pairs pairs; /* the columns, in the tile */
+    ptrdiff_t zeros_at, zeros;
     int nruns;
     struct {
         ptrdiff_t col, off, count;
@@ -421,39 +357,46 @@ typedef struct {
 } tile_t;
 
 static void tile_layout(const plan_t *plan, const group_t *g, int worker, ptrdiff_t tile,
-                        const anchors_t *an, tile_t *t)
+                        tile_t *t)
 {
     const ptrdiff_t k0 = tile * plan->tile_freqs;
     const ptrdiff_t k1 = min_ptrdiff(k0 + plan->tile_freqs, g->nfreq);
     t->fmt = (sinpe_row_format){plan->target[0].fmt.dtype, 0, 0, 0};
     t->itemsize = sinpe_itemsize(t->fmt.dtype);
     t->fmt.col_stride = (ptrdiff_t)t->itemsize;
-    t->nsegs = segments_of(g, KIND_TABLE, k0, k1, an, t->segs);
-    ptrdiff_t width = 0, cols[3], counts[3];
-    for (int s = 0; s < t->nsegs; ++s) {
-        t->off[s] = width;
-        cols[s] = t->segs[s].col;
-        counts[s] = t->segs[s].count;
-        width += counts[s];
+    const sinpe_pairs in_x = pairs_of(g, KIND_TABLE, k0, k1);
+    t->pairs = in_x;
+    t->pairs.first = 0;
+    t->pairs.second = in_x.interleaved ? 1 : in_x.count;
+    ptrdiff_t cols[3], offs[3], counts[3];
+    int n = 0;
+    if (g->table != NULL && in_x.interleaved) {
+        cols[n] = in_x.first, offs[n] = 0, counts[n++] = in_x.count + in_x.seconds;
+    } else if (g->table != NULL) {
+        cols[n] = in_x.first, offs[n] = 0, counts[n++] = in_x.count;
+        cols[n] = in_x.second, offs[n] = in_x.count, counts[n++] = in_x.seconds;
     }
+    t->zeros_at = n > 0 ? offs[n - 1] + counts[n - 1] : 0;
     t->zeros = 0;
     if (tile == 0) {
-        cols[t->nsegs] = unused_columns(g, &t->zeros);
-        counts[t->nsegs] = t->zeros;
-        t->off[t->nsegs] = width;
-        width += t->zeros;
+        cols[n] = unused_columns(g, &t->zeros);
+        offs[n] = t->zeros_at, counts[n++] = t->zeros;
     }
     t->nruns = 0;
-    for (int s = 0; s < t->nsegs + (t->zeros > 0); ++s) {
+    for (int q = 0; q < n; ++q) {
         const int r = t->nruns;
-        if (r > 0 && t->runs[r - 1].col + t->runs[r - 1].count == cols[s]) {
-            t->runs[r - 1].count += counts[s]; /* packed: adjacent in the tile too */
+        if (counts[q] == 0) {
+            continue;
+        }
+        if (r > 0 && t->runs[r - 1].col + t->runs[r - 1].count == cols[q] &&
+            t->runs[r - 1].off + t->runs[r - 1].count == offs[q]) {
+            t->runs[r - 1].count += counts[q];
         } else {
-            t->runs[r].col = cols[s], t->runs[r].off = t->off[s], t->runs[r].count = counts[s];
+            t->runs[r].col = cols[q], t->runs[r].off = offs[q], t->runs[r].count = counts[q];
             t->nruns++;
         }
     }
-    t->row_bytes = width * (ptrdiff_t)t->itemsize;
+    t->row_bytes = (t->zeros_at + t->zeros) * (ptrdiff_t)t->itemsize;
     t->data = plan->tiles + (size_t)worker * plan->tile_bytes;
 }
 
@@ -469,30 +412,25 @@ static void fill_tile(const plan_t *plan, const group_t *g, int worker, ptrdiff_
     const sinpe_steps steps = steps_of(plan, g, worker, tile, k0, k1, s.step_buffer);
     char *base = t->data + slot * t->row_bytes;
     for (ptrdiff_t q = 0; q < rows && t->zeros > 0; ++q) {
-        memset(base + q * t->row_bytes + t->off[t->nsegs] * (ptrdiff_t)t->itemsize, 0,
+        memset(base + q * t->row_bytes + t->zeros_at * (ptrdiff_t)t->itemsize, 0,
                (size_t)t->zeros * t->itemsize); /* +0.0 in every format */
     }
     if (g->table == NULL) {
         return;
     }
+    sinpe_pair_target target = {&t->fmt, base, t->row_bytes, t->pairs};
     if (!is_int) {
-        anchor(plan, g, &s.an, k0, k1, 0, 0, x);
-        for (int q = 0; q < t->nsegs; ++q) {
-            sinpe_store_values(&t->fmt, base + t->off[q] * (ptrdiff_t)t->itemsize, t->segs[q].a, 1,
-                               t->segs[q].count);
-        }
+        anchor(g, &s, k0, k1, 0, 0, x);
+        sinpe_store_pair_values(&target, 1, s.sin, s.cos);
         return;
     }
     for (int64_t p = first; p < first + rows;) {
         const int64_t p0 = sinpe_block_start(p);
         const int r0 = (int)(p - p0);
         const int r1 = (int)min_ptrdiff(SINPE_BLOCK_ROWS, first + rows - p0);
-        anchor(plan, g, &s.an, k0, k1, 1, p0, 0.0);
-        char *row = base + (p - first) * t->row_bytes;
-        for (int q = 0; q < t->nsegs; ++q) {
-            sinpe_store_rows(&t->fmt, row + t->off[q] * (ptrdiff_t)t->itemsize, t->row_bytes, &steps,
-                             r0, r1, t->segs[q].count, t->segs[q].a, t->segs[q].b, s.tmp);
-        }
+        anchor(g, &s, k0, k1, 1, p0, 0.0);
+        target.row = base + (p - first) * t->row_bytes;
+        sinpe_store_pairs(&target, 1, &steps, r0, r1, s.sin, s.cos, s.tmp);
         p = p0 + r1;
     }
 }
@@ -526,9 +464,8 @@ static void add_span(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_t i
                      ptrdiff_t j0, ptrdiff_t j1)
 {
     const group_t *g = &plan->groups[0];
-    const scratch_t s = scratch_of(plan, worker);
     tile_t t;
-    tile_layout(plan, g, worker, tile, &s.an, &t);
+    tile_layout(plan, g, worker, tile, &t);
     fill_tile(plan, g, worker, tile, &t, 0, 1, g->offset + i0, i1 - i0, 0.0);
     const int inner_last = g->inner.naxes - 1;
     const ptrdiff_t outer_stride = g->outer.bstride[0][0];
@@ -579,7 +516,6 @@ static void add_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_t
                        ptrdiff_t l1, ptrdiff_t b0, ptrdiff_t b1)
 {
     const group_t *g = &plan->groups[0];
-    const scratch_t s = scratch_of(plan, worker);
     const ptrdiff_t length = plan->length;
     int64_t lo = INT64_MAX, hi = INT64_MIN;
     for (ptrdiff_t b = b0; b < b1; ++b) {
@@ -594,7 +530,7 @@ static void add_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_t
     }
     const int ranged = lo <= hi && hi - lo < plan->tile_rows;
     tile_t t;
-    tile_layout(plan, g, worker, tile, &s.an, &t);
+    tile_layout(plan, g, worker, tile, &t);
     if (ranged) {
         fill_tile(plan, g, worker, tile, &t, 0, 1, lo, hi - lo + 1, 0.0);
     }

@@ -18,7 +18,7 @@
 #include <string.h>
 
 /* The cache keeps at most CACHE_SLOTS tables and CACHE_BYTES in all (a
- * table of d = 4096 is 2 MB), least recently used out first. */
+ * table of d = 4096 is 1 MB), least recently used out first. */
 #define CACHE_BYTES ((size_t)8 << 20)
 #define CACHE_SLOTS 8
 
@@ -36,9 +36,8 @@ static sinpe_table *table_alloc(ptrdiff_t nfreq)
     if (nfreq < 1 || (size_t)nfreq > (SIZE_MAX - sizeof(sinpe_table)) / sizeof(double)) {
         return NULL;
     }
-    /* not wide: nfreq <= 2048, so this product is small; full step rows
-     * (2 lanes per frequency, cos and sin) then half ones (1 per frequency) */
-    const size_t doubles = (size_t)nfreq * (is_wide(nfreq) ? 1 : 1 + 6 * SINPE_BLOCK_ROWS);
+    /* not wide: nfreq <= 2048, so this product is small */
+    const size_t doubles = (size_t)nfreq * (is_wide(nfreq) ? 1 : 1 + 2 * SINPE_BLOCK_ROWS);
     const size_t bytes = sizeof(sinpe_table) + doubles * sizeof(double);
     sinpe_table *table = malloc(bytes);
     if (table == NULL) {
@@ -48,9 +47,7 @@ static sinpe_table *table_alloc(ptrdiff_t nfreq)
     table->nfreq = nfreq;
     table->freq = freq;
     table->step_c = is_wide(nfreq) ? NULL : freq + nfreq;
-    table->step_s = is_wide(nfreq) ? NULL : table->step_c + (size_t)SINPE_BLOCK_ROWS * 2 * nfreq;
-    table->half_c = is_wide(nfreq) ? NULL : table->step_s + (size_t)SINPE_BLOCK_ROWS * 2 * nfreq;
-    table->half_s = is_wide(nfreq) ? NULL : table->half_c + (size_t)SINPE_BLOCK_ROWS * nfreq;
+    table->step_s = is_wide(nfreq) ? NULL : table->step_c + (size_t)SINPE_BLOCK_ROWS * nfreq;
     table->bytes = bytes;
     table->refs = 1;
     table->cached = 0;
@@ -61,24 +58,9 @@ static sinpe_table *table_alloc(ptrdiff_t nfreq)
     return table;
 }
 
-/* Step row r of frequencies freq[0 .. count): sin/cos(r * freq[k]) on both
- * lanes of each pair. */
+/* Step row r of frequencies freq[0 .. count): cos and sin of r * freq[k]. */
 SINPE_CLONES
 static void fill_step_row(const double *freq, ptrdiff_t count, int r, double *c, double *s)
-{
-    for (ptrdiff_t k = 0; k < count; ++k) {
-        double sin_x, cos_x;
-        sinpe_sincos((double)r * freq[k], &sin_x, &cos_x);
-        c[2 * k] = cos_x;
-        c[2 * k + 1] = cos_x;
-        s[2 * k] = sin_x;
-        s[2 * k + 1] = sin_x;
-    }
-}
-
-/* The same, once per frequency. */
-SINPE_CLONES
-static void fill_half_step_row(const double *freq, ptrdiff_t count, int r, double *c, double *s)
 {
     for (ptrdiff_t k = 0; k < count; ++k) {
         sinpe_sincos((double)r * freq[k], &s[k], &c[k]);
@@ -87,18 +69,10 @@ static void fill_half_step_row(const double *freq, ptrdiff_t count, int r, doubl
 
 static void fill_all_steps(sinpe_table *table)
 {
-    if (table->step_c == NULL) {
-        return;
-    }
     const ptrdiff_t nfreq = table->nfreq;
-    for (int r = 0; r < SINPE_BLOCK_ROWS; ++r) {
-        fill_step_row(table->freq, nfreq, r, (double *)table->step_c + r * 2 * nfreq,
-                      (double *)table->step_s + r * 2 * nfreq);
-        /* a copy of the full row's even lanes, so the two agree bit for bit */
-        for (ptrdiff_t k = 0; k < nfreq; ++k) {
-            ((double *)table->half_c)[r * nfreq + k] = table->step_c[r * 2 * nfreq + 2 * k];
-            ((double *)table->half_s)[r * nfreq + k] = table->step_s[r * 2 * nfreq + 2 * k];
-        }
+    for (int r = 0; table->step_c != NULL && r < SINPE_BLOCK_ROWS; ++r) {
+        fill_step_row(table->freq, nfreq, r, (double *)table->step_c + r * nfreq,
+                      (double *)table->step_s + r * nfreq);
     }
 }
 
@@ -114,45 +88,28 @@ uint32_t sinpe_residues(int64_t first, int64_t count)
     return mask;
 }
 
-/* Step rows of frequencies [k0, k1) with `lanes` (2: full, 1: half) entries
- * per frequency: a view into the table, or built into buffer if wide. */
-static sinpe_steps steps_for(const sinpe_table *table, ptrdiff_t k0, ptrdiff_t k1,
-                             uint32_t residues, double *buffer, int lanes)
+sinpe_steps sinpe_steps_for(const sinpe_table *table, ptrdiff_t k0, ptrdiff_t k1,
+                            uint32_t residues, double *buffer)
 {
-    const double *view_c = lanes == 2 ? table->step_c : table->half_c;
-    const double *view_s = lanes == 2 ? table->step_s : table->half_s;
     sinpe_steps steps;
-    if (view_c != NULL) {
-        steps.c = view_c + lanes * k0;
-        steps.s = view_s + lanes * k0;
-        steps.stride = lanes * table->nfreq;
+    if (table->step_c != NULL) {
+        steps.c = table->step_c + k0;
+        steps.s = table->step_s + k0;
+        steps.stride = table->nfreq;
         return steps;
     }
-    const ptrdiff_t stride = lanes * (k1 - k0);
+    const ptrdiff_t stride = k1 - k0;
     double *c = buffer;
     double *s = buffer + SINPE_BLOCK_ROWS * stride;
     for (int r = 0; r < SINPE_BLOCK_ROWS; ++r) {
         if (residues & (1u << r)) {
-            (lanes == 2 ? fill_step_row : fill_half_step_row)(table->freq + k0, k1 - k0, r,
-                                                              c + r * stride, s + r * stride);
+            fill_step_row(table->freq + k0, stride, r, c + r * stride, s + r * stride);
         }
     }
     steps.c = c;
     steps.s = s;
     steps.stride = stride;
     return steps;
-}
-
-sinpe_steps sinpe_steps_for(const sinpe_table *table, ptrdiff_t k0, ptrdiff_t k1,
-                            uint32_t residues, double *buffer)
-{
-    return steps_for(table, k0, k1, residues, buffer, 2);
-}
-
-sinpe_steps sinpe_half_steps_for(const sinpe_table *table, ptrdiff_t k0, ptrdiff_t k1,
-                                 uint32_t residues, double *buffer)
-{
-    return steps_for(table, k0, k1, residues, buffer, 1);
 }
 
 sinpe_table *sinpe_table_from_freq(const double *freq, ptrdiff_t nfreq)
@@ -360,29 +317,9 @@ void sinpe_table_cache_postfork(void)
 /* ------------------------------------------------------------------ */
 /* Anchors and values. */
 
-/* The cloned loops are static, reached through plain external wrappers:
+/* The cloned loop is static, reached through a plain external wrapper:
  * Clang 14 does not resolve target_clones functions called from another
  * translation unit. */
-SINPE_CLONES
-static void anchor_lanes(const sinpe_table *table, int64_t p0, ptrdiff_t k0, ptrdiff_t k1,
-                         double *a, double *b, double *sin_tmp, double *cos_tmp)
-{
-    const double *freq = table->freq + k0;
-    const ptrdiff_t count = k1 - k0;
-    const double position = (double)p0;
-    /* Two loops: the first is pure sincos over contiguous arrays (vectorises
-     * cleanly); the second spreads each pair over its two lanes. */
-    for (ptrdiff_t k = 0; k < count; ++k) {
-        sinpe_sincos(position * freq[k], &sin_tmp[k], &cos_tmp[k]);
-    }
-    for (ptrdiff_t k = 0; k < count; ++k) {
-        a[2 * k] = sin_tmp[k];
-        b[2 * k] = cos_tmp[k];
-        a[2 * k + 1] = cos_tmp[k];
-        b[2 * k + 1] = -sin_tmp[k];
-    }
-}
-
 SINPE_CLONES
 static void anchor_sincos(const sinpe_table *table, int64_t p0, ptrdiff_t k0, ptrdiff_t k1,
                           double *sin_out, double *cos_out)
@@ -398,25 +335,4 @@ void sinpe_anchor_sincos(const sinpe_table *table, int64_t p0, ptrdiff_t k0, ptr
                          double *sin_out, double *cos_out)
 {
     anchor_sincos(table, p0, k0, k1, sin_out, cos_out);
-}
-
-void sinpe_anchor(const sinpe_table *table, int64_t p0, ptrdiff_t k0, ptrdiff_t k1, double *a,
-                  double *b, double *sin_tmp, double *cos_tmp)
-{
-    anchor_lanes(table, p0, k0, k1, a, b, sin_tmp, cos_tmp);
-}
-
-SINPE_CLONES
-static void values(const double *restrict c, const double *restrict s, ptrdiff_t lanes,
-                   const double *restrict a, const double *restrict b, double *restrict dst)
-{
-    for (ptrdiff_t l = 0; l < lanes; ++l) {
-        dst[l] = sinpe_value(a[l], b[l], c[l], s[l]);
-    }
-}
-
-void sinpe_values(const sinpe_steps *steps, int r, ptrdiff_t lanes, const double *a,
-                  const double *b, double *dst)
-{
-    values(steps->c + r * steps->stride, steps->s + r * steps->stride, lanes, a, b, dst);
 }

@@ -151,9 +151,13 @@ CTRL_C_CHILD = textwrap.dedent(r"""
     x = torch.ones(64, 512, 1024, dtype=torch.bfloat16)
     want = x * 2.0 + sinpe.torch.encode(512, 1024, dtype=torch.bfloat16)
     go = [False]
-    def fire():  # gets the GIL only once the main thread is inside the call
+    def fire():
+        # The GIL comes back to this thread only when the main thread gives it
+        # up: inside the call, maybe in a torch op before the kernel; a few ms
+        # later the main thread is in the kernel, which runs far longer.
         while not go[0]:
             time.sleep(0)
+        time.sleep(0.005)
         os.kill(os.getpid(), signal.SIGINT)
     sys.setswitchinterval(1000.0)
     helper = threading.Thread(target=fire, daemon=True)
