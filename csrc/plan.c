@@ -33,8 +33,12 @@
  * straight from the OS, whose page zeroing leaves their lines in the
  * caches, so plain stores are faster there (65 ms instead of 93 ms for
  * 256 MB). */
+#ifndef STREAM_MIN_BYTES /* overridable for measurements: -DSTREAM_MIN_BYTES=... */
 #define STREAM_MIN_BYTES ((double)(8 << 20))
+#endif
+#ifndef FRESH_PLAIN_MIN_BYTES
 #define FRESH_PLAIN_MIN_BYTES ((double)(32 << 20))
+#endif
 
 static ptrdiff_t min_ptrdiff(ptrdiff_t a, ptrdiff_t b)
 {
