@@ -86,8 +86,11 @@ static const uint8_t *fuzz_input;
 static size_t fuzz_input_size;
 static char fuzz_summary[1024]; /* the call being checked */
 
+static int fuzz_reported; /* the input was printed: once is enough */
+
 static void report_input(void)
 {
+    if (fuzz_reported++) return;
     fprintf(stderr, "call: %s\ninput (%zu bytes):", fuzz_summary, fuzz_input_size);
     for (size_t i = 0; i < fuzz_input_size; ++i) {
         fprintf(stderr, "%s%02x", i % 32 ? "" : "\n  ", fuzz_input[i]);
@@ -379,10 +382,18 @@ static int cancel_after(void *context)
  * inputs of up to max_length bytes from a seeded generator for SECONDS.
  * Returns the number of random inputs run, or -1 after a replay. */
 #ifdef SINPE_FUZZ_MAIN
+#include <signal.h>
 #include <time.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 void __sanitizer_set_death_callback(void (*callback)(void)); /* sanitizer/common_interface_defs.h */
+
+static void report_on_abort(int signal_number)
+{
+    report_input(); /* not async-signal-safe, but the process is dying anyway */
+    signal(signal_number, SIG_DFL);
+    raise(signal_number);
+}
 
 /* Replay when the first argument is a file (corpus files are often named
  * by a hash that starts with a digit), else SECONDS [SEED]. */
@@ -395,11 +406,14 @@ static int is_file(const char *path)
 
 static long plain_driver(const char *name, int argc, char **argv, size_t max_length, double *seconds)
 {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
-    /* a sanitizer's report is about the kernel: say which call made it
-     * (libFuzzer writes the input to a file itself) */
+    /* A sanitizer's report is about the kernel: say which call made it
+     * (libFuzzer writes the input to a file itself).  ASan calls the death
+     * callback; gcc's UBSan runtime does not, but aborts when told to
+     * (fuzz/run.sh: abort_on_error=1). */
+#if defined(__SANITIZE_ADDRESS__)
     __sanitizer_set_death_callback(report_input);
 #endif
+    signal(SIGABRT, report_on_abort);
     if (argc > 1 && is_file(argv[1])) {
         for (int i = 1; i < argc; ++i) {
             FILE *f = fopen(argv[i], "rb");

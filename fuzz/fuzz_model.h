@@ -257,6 +257,24 @@ static double add_reference(sinpe_dtype dtype, double x, double t, double scale,
 /* ------------------------------------------------------------------ */
 /* Which calls are valid (sinpe.h). */
 
+/* Element count of a view's shape, or -1 when it does not fit ptrdiff_t
+ * (a zero-stride view can describe that many). */
+static ptrdiff_t view_count(const sinpe_array *a)
+{
+    ptrdiff_t count = 1;
+    for (int i = 0; i < a->ndim; ++i) {
+        if (a->shape[i] == 0) return 0;
+    }
+    for (int i = 0; i < a->ndim; ++i) {
+        if (count > PTRDIFF_MAX / a->shape[i]) return -1;
+        count *= a->shape[i];
+    }
+    return count;
+}
+
+/* A view: sinpe.h's rules, and (sinpe.h says nothing; an array of more
+ * elements than ptrdiff_t counts is no array, and csrc multiplies the
+ * lengths in ptrdiff_t) an element count that fits. */
 static int view_ok(const sinpe_array *a)
 {
     if (a == NULL || a->ndim < 1 || a->ndim > SINPE_MAX_DIMS || a->shape == NULL || a->strides == NULL ||
@@ -266,7 +284,7 @@ static int view_ok(const sinpe_array *a)
     for (int i = 0; i < a->ndim; ++i) {
         if (a->shape[i] < 0) return 0;
     }
-    return 1;
+    return view_count(a) >= 0;
 }
 
 /* Structure: the views, out2 present exactly for RoPE with out's shape,

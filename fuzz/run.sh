@@ -16,6 +16,8 @@
 #   SINPE_FUZZ_TARGETS="kernels ..." fuzz/run.sh   # the targets to run (fuzz/fuzz_NAME.c; default kernels),
 #                                     # the time split evenly between them
 #
+# SINPE_FUZZ_KNOWN_BUGS=1 also fuzzes (and replays) the calls that hit csrc
+# bugs already reported, which are otherwise skipped (fuzz_kernels.c's known_bug).
 # SINPE_FUZZ_SEED fixes the seed (default 1, so a CI run is reproducible).
 # Build and corpora (one per target) go to build/fuzz/ (ignored by git).
 # Every target runs even if an earlier one fails; the exit status is the
@@ -56,7 +58,9 @@ if [ -z "$engine" ]; then
 fi
 
 export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:halt_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+# abort_on_error: the plain driver prints the input on SIGABRT (gcc's UBSan
+# runtime calls no death callback)
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:abort_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 
 # The kernels are compiled once per engine and linked into every target;
 # a target is its .c file, which includes the fuzz/*.h it needs.
@@ -75,6 +79,7 @@ else
   kernel_flags=()
   target_flags=(-DSINPE_FUZZ_MAIN)
 fi
+[ "${SINPE_FUZZ_KNOWN_BUGS:-0}" = 0 ] || target_flags+=(-DSINPE_FUZZ_KNOWN_BUGS=1)
 (cd "$objects" && "$cc" "${flags[@]}" ${kernel_flags[@]+"${kernel_flags[@]}"} -c "${sources[@]}")
 
 run_target() {
