@@ -5,7 +5,8 @@
  *  - companions: the same plan stored into dense arrays on another thread
  *    count: in float64, whose doubles the call's elements must be the one
  *    rounding of (stores), or in the add's own dtype, which is the T the
- *    add's arithmetic is checked with;
+ *    add's arithmetic is checked with (then sometimes as a 2-D table with
+ *    the positions spelled out per row: the same values);
  *  - identities: a shard of rows at shifted or explicit positions, in
  *    another layout, with the schedule's frequencies as an explicit array;
  *    RoPE caches against the table; a grid's chunk against the 1-D table
