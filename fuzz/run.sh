@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# Builds the fuzz targets with the C kernels (csrc/ without the CPython
+# Builds the fuzz target with the C kernels (csrc/ without the CPython
 # binding) under AddressSanitizer, UndefinedBehaviorSanitizer and
-# LeakSanitizer, with the release build's flags, and runs them one after
-# the other, the time split evenly between them:
-#   kernels   fuzz/fuzz_kernels.c   the core API (sinpe.h): encode, encode_ex, add
-#   variants  fuzz/fuzz_variants.c  the variant kernels (layouts.h): layouts, schedules,
-#                                   explicit frequencies and positions, padding, adds,
-#                                   RoPE caches, grids, sinpe_check_freq
+# LeakSanitizer, with the release build's flags, and runs it:
+#   kernels   fuzz/fuzz_kernels.c   sinpe_run (sinpe.h), every knob of the plan: tables, adds,
+#                                   RoPE caches, grids, positions, padding, frequencies,
+#                                   dtypes, strides, inputs inside outputs, threads, cancel
+#             fuzz/fuzz_model.h     what sinpe.h promises: valid calls, values, add arithmetic
+#             fuzz/fuzz_checks.h    the checks: bytes, values, companions, identities, aliasing
+#             fuzz/fuzz_common.h    input reader, element formats, memory layouts, plain driver
 #
-#   fuzz/run.sh                       # 180 s in all; libFuzzer if clang has it, else the plain driver
+#   fuzz/run.sh                       # 180 s; libFuzzer if clang has it, else the plain driver
 #   SINPE_FUZZ_SECONDS=600 fuzz/run.sh
-#   SINPE_FUZZ_ENGINE=plain fuzz/run.sh    # gcc, seeded random inputs (what CI runs: 60 s, 30 s each)
-#   SINPE_FUZZ_TARGETS=variants fuzz/run.sh            # one target (kernels, variants; default both)
-#   SINPE_FUZZ_TARGETS=variants fuzz/run.sh crash-1234...  # replay inputs (e.g. a crash file libFuzzer
-#                                     # wrote) on the target that found them; with both, on each
+#   SINPE_FUZZ_ENGINE=plain fuzz/run.sh    # gcc, seeded random inputs (what CI runs: 60 s)
+#   fuzz/run.sh crash-1234...         # replay inputs (e.g. a crash file libFuzzer wrote)
+#   SINPE_FUZZ_TARGETS="kernels ..." fuzz/run.sh   # the targets to run (fuzz/fuzz_NAME.c; default kernels),
+#                                     # the time split evenly between them
 #
+# SINPE_FUZZ_KNOWN_BUGS=1 also fuzzes (and replays) the calls that hit csrc
+# bugs already reported, which are otherwise skipped (fuzz_kernels.c's known_bug).
 # SINPE_FUZZ_SEED fixes the seed (default 1, so a CI run is reproducible).
 # Build and corpora (one per target) go to build/fuzz/ (ignored by git).
 # Every target runs even if an earlier one fails; the exit status is the
@@ -24,9 +27,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out="${SINPE_FUZZ_DIR:-$root/build/fuzz}"
 seconds="${SINPE_FUZZ_SECONDS:-180}"
 seed="${SINPE_FUZZ_SEED:-1}"
-read -r -a targets <<<"${SINPE_FUZZ_TARGETS:-kernels variants}"
+read -r -a targets <<<"${SINPE_FUZZ_TARGETS:-kernels}"
 for target in "${targets[@]}"; do
-  [ -f "$root/fuzz/fuzz_$target.c" ] || { echo "fuzz/run.sh: no target '$target' (kernels, variants)" >&2; exit 2; }
+  [ -f "$root/fuzz/fuzz_$target.c" ] || { echo "fuzz/run.sh: no target '$target' (fuzz/fuzz_$target.c; there is kernels)" >&2; exit 2; }
 done
 # the time split between the targets (at least 1 s each)
 share=$(( seconds / ${#targets[@]} ))
@@ -34,7 +37,10 @@ share=$(( seconds / ${#targets[@]} ))
 
 sources=()
 for source in "$root"/csrc/*.c; do
-  [ "$(basename "$source")" = module.c ] || sources+=("$source")
+  case "$(basename "$source")" in
+    module.c | args.c) ;; # the CPython binding
+    *) sources+=("$source") ;;
+  esac
 done
 # setup.py's flags (the code paths that ship), plus the sanitizers and -g.
 flags=(-O3 -std=c11 -ffp-contract=off -fno-math-errno -g -fno-omit-frame-pointer
@@ -52,9 +58,12 @@ if [ -z "$engine" ]; then
 fi
 
 export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:halt_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+# abort_on_error: the plain driver prints the input on SIGABRT (gcc's UBSan
+# runtime calls no death callback)
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:abort_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 
-# The kernels are compiled once per engine and linked into every target.
+# The kernels are compiled once per engine and linked into every target;
+# a target is its .c file, which includes the fuzz/*.h it needs.
 objects="$out/objects-$engine"
 rm -rf "$objects"
 mkdir -p "$objects"
@@ -70,6 +79,7 @@ else
   kernel_flags=()
   target_flags=(-DSINPE_FUZZ_MAIN)
 fi
+[ "${SINPE_FUZZ_KNOWN_BUGS:-0}" = 0 ] || target_flags+=(-DSINPE_FUZZ_KNOWN_BUGS=1)
 (cd "$objects" && "$cc" "${flags[@]}" ${kernel_flags[@]+"${kernel_flags[@]}"} -c "${sources[@]}")
 
 run_target() {
