@@ -97,7 +97,8 @@ static int check_outputs(const sinpe_plan *p, const sinpe_array *out, const sinp
 /* Frequencies, layout and what is done, for a row of d columns. */
 static int check_columns(const sinpe_plan *p, ptrdiff_t d)
 {
-    if (d < 1 || (p->rope && d % 2 != 0) || (unsigned)p->layout > SINPE_SINES_FIRST ||
+    if (d < 1 || (p->rope && (d % 2 != 0 || p->split != NULL)) ||
+        (unsigned)p->layout > SINPE_SINES_FIRST ||
         (p->add && (p->rope || p->split != NULL || !isfinite(p->scale)))) {
         return SINPE_ERR_INVALID;
     }
@@ -409,17 +410,20 @@ static int plan_make(plan_t **out_plan, const sinpe_plan *p, const sinpe_array *
     }
     const int nrow_axes = out->ndim - 1;
     const ptrdiff_t d = out->shape[nrow_axes];
-    /* Row counts: products of the shape of a valid array, so they fit.  An
-     * empty output (d = 0 too) needs no work and no table: only its
+    /* An empty output (d = 0 too) needs no work and no table: only its
      * structure is checked. */
-    ptrdiff_t rows = 1;
+    ptrdiff_t rows = 1, elements = d;
+    int overflow = 0, empty = d == 0;
     for (int i = 0; i < nrow_axes; ++i) {
-        rows *= out->shape[i];
+        overflow |= __builtin_mul_overflow(rows, out->shape[i], &rows);
+        overflow |= __builtin_mul_overflow(elements, out->shape[i], &elements);
+        empty |= out->shape[i] == 0;
     }
-    if (check_positions(p, nrow_axes) != SINPE_OK) {
+    /* zero strides let a view describe more elements than ptrdiff_t counts */
+    if (check_positions(p, nrow_axes) != SINPE_OK || (overflow && !empty)) {
         return SINPE_ERR_INVALID;
     }
-    if (rows == 0 || d == 0) {
+    if (empty) {
         return (unsigned)p->layout <= SINPE_SINES_FIRST ? SINPE_OK : SINPE_ERR_INVALID;
     }
     if (check_columns(p, d) != SINPE_OK || (p->split != NULL && check_grid(p, out) != SINPE_OK)) {

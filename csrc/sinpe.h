@@ -35,9 +35,10 @@ extern "C" {
 #define SINPE_MIN_BASE 1.0
 #define SINPE_MAX_BASE 1e30
 
-/* The most any angle |p * w| may reach (block starts included): the range
- * where the kernel's sincos reduces exactly.  Explicit frequencies are
- * checked against it. */
+/* The most any angle |p * w| may reach: the range where the kernel's sincos
+ * reduces exactly.  Explicit frequencies must keep freq[k] * (P + 32) within
+ * it, P the largest |position| of the call (a position's block start lies
+ * up to 32 rows below it). */
 #define SINPE_MAX_ANGLE 67108864.0
 
 /* The most axes an array may have (NumPy 2 allows 64). */
@@ -61,7 +62,7 @@ enum {
 };
 
 /* A strided view of caller memory.  The last axis holds the features; every
- * other index is a row. */
+ * other index is a row.  Its element count must fit in a ptrdiff_t. */
 typedef struct {
     char *data;               /* address of element (0, ..., 0) */
     sinpe_dtype dtype;
@@ -143,11 +144,12 @@ typedef struct {
     const ptrdiff_t *split;
     const int *order;
 
-    /* add: out = out * scale + T in out's own arithmetic, T the table in
-     * out's dtype (float16/bfloat16: each operation in float32, rounded to
-     * the type).  scale is used as given for float64 and rounded to float32
-     * otherwise; pass it already rounded to get another scalar rule (NumPy
-     * rounds it to the array's dtype).  scale == 1: out + T. */
+    /* add (tables only: not RoPE, not grids): out = out * scale + T in out's
+     * own arithmetic, T the table in out's dtype (float16/bfloat16: each
+     * operation in float32, rounded to the type).  scale is used as given
+     * for float64 and rounded to float32 otherwise; pass it already rounded
+     * to get another scalar rule (NumPy rounds it to the array's dtype).
+     * scale == 1: out + T. */
     int add;
     double scale;
 
@@ -164,8 +166,10 @@ static inline sinpe_plan sinpe_plan_default(void)
 }
 
 /* Runs a plan into out (and out2 for RoPE: same shape).  Returns a SINPE_*
- * status.  On SINPE_ERR_NOMEM or SINPE_ERR_INVALID nothing has been
- * written; on SINPE_ERR_CANCELLED some rows have been written and others
+ * status.  An empty output (a zero-length axis) is SINPE_OK once the views,
+ * the layout and the form of the positions are valid; nothing else of the
+ * plan is looked at.  On SINPE_ERR_NOMEM or SINPE_ERR_INVALID nothing has
+ * been written; on SINPE_ERR_CANCELLED some rows have been written and others
  * not (discard or rewrite them).  Positions, padding and frequencies may
  * share memory with the outputs: they are read before anything is written.
  * Every helper thread has stopped when it returns. */

@@ -52,13 +52,6 @@
 #ifndef SINPE_FUZZ_LARGE
 #define SINPE_FUZZ_LARGE 1
 #endif
-/* Calls that hit a csrc bug already reported are skipped (and counted),
- * so that the rest stays fuzzed until csrc is fixed; -DSINPE_FUZZ_KNOWN_BUGS=1
- * fuzzes them too (see known_bug below for the bugs). */
-#ifndef SINPE_FUZZ_KNOWN_BUGS
-#define SINPE_FUZZ_KNOWN_BUGS 0
-#endif
-
 enum { SIZE_SMALL, SIZE_WIDE, SIZE_MEDIUM, SIZE_LARGE };
 enum { HOME_INSIDE, HOME_ACROSS, HOME_GUARD, HOME_ANYWHERE };
 #define SMALL_ELEMENTS 4096 /* per output, small class */
@@ -526,64 +519,6 @@ static void break_call(reader *r, call_t *c)
 }
 
 /* ------------------------------------------------------------------ */
-/* Known csrc bugs (reported with reproducers; the fuzzer found them).
- *
- * 1. RoPE caches of a grid (plan.rope with plan.split) are accepted, and
- *    an odd split makes the cos/sin pairs of one axis run into the next
- *    axis' columns and past the last one: a write outside the elements.
- *    sinpe.h gives such a call no values, so the model expects
- *    SINPE_ERR_INVALID.
- * 2. run.c's store_range, one position with many copies ("the step row
- *    held (stride 0)"): held.stride is never set to 0, so copy q of
- *    position p gets position p + q's row (and reads past the 32 step rows
- *    when there are more copies than rows left in the block).  It happens
- *    to stores at range positions or on a grid, with a row axis of length
- *    > 1 after the positions' axis, whenever a run of positions within one
- *    block is a single row: the axis' first row at offset 31 mod 32, its
- *    last at 0 mod 32 (an axis of length 1 too), and where a grid's bands
- *    (about 1 MB each) end or split an earlier axis.  Skipped
- *    conservatively: every such shape, and every grid over 512 KB in
- *    float64 (the companion's dtype).
- * 3. A view of more rows than ptrdiff_t counts (zero strides allow it):
- *    plan.c multiplies the lengths in ptrdiff_t, signed overflow (UBSan
- *    stops there).  The model expects SINPE_ERR_INVALID. */
-static int held_rows_bug(const call_t *c)
-{
-    const sinpe_plan *p = &c->plan;
-    /* bands are cut by bytes: of the float64 companion too */
-    const double bytes = (double)c->ntargets * (double)element_count(&c->tg[0].lay) * 8.0;
-    for (int a = 0; a < c->nrow; ++a) {
-        const int along = p->split != NULL || (c->pos_mode == POS_RANGE && a == p->pos_axis);
-        int inner = -1; /* the last other row axis: the copies */
-        for (int i = 0; i < c->nrow; ++i) inner = i != a ? i : inner;
-        if (!along || inner < 0 || c->tg[0].shape[inner] < 2) continue;
-        const int64_t first = p->split != NULL ? 0 : p->offset, last = first + c->tg[0].shape[a] - 1;
-        if (first == last || (first % 32 + 32) % 32 == 31 || (last % 32 + 32) % 32 == 0 ||
-            (p->split != NULL && bytes > 512e3)) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* Which known bug a call would hit, 0 none.  An add is not a store, but
- * its T companion is: that one is then made with explicit positions
- * (fuzz_checks.h's companion). */
-static int known_bug(const call_t *c, int expect)
-{
-    const sinpe_plan *p = &c->plan;
-    if (SINPE_FUZZ_KNOWN_BUGS || c->null_plan || c->out == NULL) return 0;
-    if (p->rope && p->split != NULL) return 1; /* invalid by the model, run by csrc */
-    for (int t = 0; t < c->ntargets; ++t) {
-        const sinpe_array *v = t == 0 ? c->out : c->out2;
-        int lengths = v != NULL && v->ndim >= 1 && v->ndim <= SINPE_MAX_DIMS && v->shape != NULL;
-        for (int i = 0; lengths && i < v->ndim; ++i) lengths = v->shape[i] >= 0;
-        if (lengths && view_count(v) < 0) return 3;
-    }
-    if (expect == EXPECT_INVALID) return 0;
-    return !p->add && c->tg[0].view.shape == c->tg[0].shape && held_rows_bug(c) ? 2 : 0;
-}
-
 /* ------------------------------------------------------------------ */
 /* One input. */
 
@@ -686,7 +621,7 @@ static void check_call(call_t *c, reader *r, int expect, int status)
     dense_t made[2];
     int have = 0;
     if (c->plan.add) { /* T: the table in the add's dtype, the same plan stored */
-        const int per_row = below(r, 2) || (!SINPE_FUZZ_KNOWN_BUGS && held_rows_bug(c));
+        const int per_row = below(r, 2);
         have = companion(c, r, c->tg[0].dtype, made, per_row) == SINPE_OK;
         if (have) check_adds(c, made);
         s.dense = have ? made : NULL;
@@ -772,12 +707,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     break_call(&r, &c);
     const int expect = expect_status(&c);
     describe(&c, expect);
-    const int bug = known_bug(&c, expect);
-    if (bug != 0) {
-        ++stats.skipped[bug - 1];
-        call_free(&c);
-        return 0;
-    }
 
     if (below(&r, 64) == 63 && (sinpe_set_num_threads(SINPE_MAX_THREADS) != SINPE_OK ||
                                 sinpe_get_num_threads() != SINPE_MAX_THREADS)) {
@@ -799,18 +728,15 @@ int main(int argc, char **argv)
 {
     double seconds = 0.0;
     const long runs = plain_driver("fuzz_kernels", argc, argv, 256, &seconds);
-    const long skipped = stats.skipped[0] + stats.skipped[1] + stats.skipped[2];
     if (runs < 0) {
-        if (skipped > 0) printf("fuzz_kernels: %ld of them skipped for known csrc bugs (SINPE_FUZZ_KNOWN_BUGS=1 runs them)\n", skipped);
         return 0;
     }
     printf("fuzz_kernels: %ld random inputs in %.0f s, no failure: %ld valid calls (%ld empty, %ld cancelled, %ld "
            "out of memory), %ld invalid, %ld where either was allowed; %ld valid with inputs inside an output (%ld "
            "over its elements) equal to private copies, %ld invalid; %ld elements within bounds, %ld the one rounding of float64, %ld add "
-           "elements bit for bit, %ld bit-identical in second calls; skipped for known csrc bugs: %ld rope grids, "
-           "%ld held step rows, %ld row counts past ptrdiff_t\n",
+           "elements bit for bit, %ld bit-identical in second calls\n",
            runs, seconds, stats.valid, stats.empty, stats.cancelled, stats.nomem, stats.invalid, stats.either,
-           stats.aliased, stats.aliased_over, stats.aliased_invalid, stats.bounded, stats.rounded, stats.added, stats.identical, stats.skipped[0], stats.skipped[1], stats.skipped[2]);
+           stats.aliased, stats.aliased_over, stats.aliased_invalid, stats.bounded, stats.rounded, stats.added, stats.identical);
     return 0;
 }
 #endif

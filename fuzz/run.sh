@@ -16,8 +16,6 @@
 #   SINPE_FUZZ_TARGETS="kernels ..." fuzz/run.sh   # the targets to run (fuzz/fuzz_NAME.c; default kernels),
 #                                     # the time split evenly between them
 #
-# SINPE_FUZZ_KNOWN_BUGS=1 also fuzzes (and replays) the calls that hit csrc
-# bugs already reported, which are otherwise skipped (fuzz_kernels.c's known_bug).
 # SINPE_FUZZ_SEED fixes the seed (default 1, so a CI run is reproducible).
 # Build and corpora (one per target) go to build/fuzz/ (ignored by git).
 # Every target runs even if an earlier one fails; the exit status is the
@@ -79,7 +77,6 @@ else
   kernel_flags=()
   target_flags=(-DSINPE_FUZZ_MAIN)
 fi
-[ "${SINPE_FUZZ_KNOWN_BUGS:-0}" = 0 ] || target_flags+=(-DSINPE_FUZZ_KNOWN_BUGS=1)
 (cd "$objects" && "$cc" "${flags[@]}" ${kernel_flags[@]+"${kernel_flags[@]}"} -c "${sources[@]}")
 
 run_target() {

@@ -848,3 +848,16 @@ def test_bad_input_on_fresh_arrays_raises_before_allocating():
 
 if __name__ == "__main__":
     print(markdown_table())
+
+
+@pytest.mark.parametrize("shape", [(1, 5), (33, 3), (5, 1, 14, 47), (1, 200)])
+def test_grid_axis_with_a_lone_row_in_a_block_repeats_its_own_row(shape):
+    """A position alone in its 32-row block with many copies after it (an axis
+    of length 1, or 33) is written with its step row held for every copy."""
+    d = 8 * len(shape)
+    g = sinpe.encode_grid(shape, d, dtype=np.float64)
+    c = d // len(shape)
+    for a in range(len(shape)):
+        line = sinpe.encode(shape[a], c, dtype=np.float64)
+        moved = np.moveaxis(g[..., a * c:(a + 1) * c], a, 0)
+        assert np.array_equal(moved, np.broadcast_to(line.reshape((shape[a],) + (1,) * (len(shape) - 1) + (c,)), moved.shape))
