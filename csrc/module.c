@@ -7,6 +7,7 @@
 #define SINPE_IMPORTS_NUMPY
 #include "args.h"
 #include "docstrings.h"
+#include "rows.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -469,7 +470,9 @@ static int core_exec(PyObject *module)
         PyModule_AddIntConstant(module, "MAX_POSITION", (long)SINPE_MAX_POSITION) < 0 ||
         PyModule_AddIntConstant(module, "MAX_THREADS", SINPE_MAX_THREADS) < 0 ||
         add_float(module, "MIN_BASE", SINPE_MIN_BASE) < 0 ||
-        add_float(module, "MAX_BASE", SINPE_MAX_BASE) < 0 || sinpe_find_main_thread() < 0 ||
+        add_float(module, "MAX_BASE", SINPE_MAX_BASE) < 0 ||
+        PyModule_AddStringConstant(module, "_simd_level", sinpe_simd_level()) < 0 ||
+        sinpe_find_main_thread() < 0 ||
         threads_from_environment() < 0) {
         return -1;
     }

@@ -18,7 +18,9 @@
 #define CHUNK_BYTES ((double)(256 << 10))
 /* An add's tile of table rows per worker: a quarter of L2 or less, so it
  * stays there while the array streams past it. */
+#ifndef ADD_TILE_BYTES /* overridable for measurements, as STREAM_MIN_BYTES */
 #define ADD_TILE_BYTES ((double)(256 << 10))
+#endif
 /* A grid's band of whole rows, written by every axis while it is cached. */
 #define BAND_BYTES ((double)(1 << 20))
 /* Below this much output a call stays on one thread: waking a helper
@@ -28,16 +30,19 @@
 #define CANCEL_BYTES ((double)(8 << 20))
 /* Tables this large are written with streaming stores (rows.c), which skip
  * the read-for-ownership of every line and do not evict the rest of the
- * caches: measured 7-12% faster at 10 MB, 2x at 256 MB into an existing
- * array.  Except fresh arrays of FRESH_PLAIN_MIN_BYTES or more: those come
- * straight from the OS, whose page zeroing leaves their lines in the
- * caches, so plain stores are faster there (65 ms instead of 93 ms for
- * 256 MB). */
+ * caches.  Only well beyond the last-level cache: into an array that is
+ * still cached (a buffer rewritten in a loop), a streaming store must first
+ * evict its line, and on the AMD EPYC (Zen 4) we measured plain stores
+ * faster up to 32 MB (encode(5000, 512, out=): 1.50x the fill instead of
+ * 1.74x); at 256 MB streaming is even there (interleaved) or far ahead
+ * (the concatenated layout: 1.54x instead of 1.97x).  One target only: RoPE's
+ * two caches streamed row by row in turn ran 5-16x slower than the fill on
+ * that machine, plain stores 1.1-1.3x.  Fresh arrays (sinpe's own, that
+ * large) are written plainly as well: they come straight from the OS,
+ * whose page zeroing leaves their lines in the caches (65 ms instead of
+ * 93 ms for 256 MB). */
 #ifndef STREAM_MIN_BYTES /* overridable for measurements: -DSTREAM_MIN_BYTES=... */
-#define STREAM_MIN_BYTES ((double)(8 << 20))
-#endif
-#ifndef FRESH_PLAIN_MIN_BYTES
-#define FRESH_PLAIN_MIN_BYTES ((double)(32 << 20))
+#define STREAM_MIN_BYTES ((double)(64 << 20))
 #endif
 
 static ptrdiff_t min_ptrdiff(ptrdiff_t a, ptrdiff_t b)
@@ -360,8 +365,8 @@ static int cut(plan_t *plan, const sinpe_plan *p, const sinpe_array *out, ptrdif
     plan->threads = total < PARALLEL_MIN_BYTES ? 1 : sinpe_threads_get();
     const int fresh = (p->flags & SINPE_FRESH_OUTPUT) != 0;
     for (int t = 0; t < plan->ntargets; ++t) {
-        plan->target[t].fmt.streaming = !plan->adding && total >= STREAM_MIN_BYTES &&
-                                        (!fresh || total < FRESH_PLAIN_MIN_BYTES);
+        plan->target[t].fmt.streaming =
+            !plan->adding && !fresh && plan->ntargets == 1 && total >= STREAM_MIN_BYTES;
     }
     plan->tile_freqs = 0;
     for (int g = 0; g < plan->ngroups; ++g) {

@@ -83,6 +83,20 @@ static int is_plain(const sinpe_row_format *fmt, const char *dst, ptrdiff_t row_
 DEFINE_PAIR_LOOPS(float, f32)
 DEFINE_PAIR_LOOPS(double, f64)
 
+/* Which clone of the fast loops this CPU runs (the ifunc's choice). */
+const char *sinpe_simd_level(void)
+{
+#if SINPE_X86_DISPATCH
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) {
+        return "AVX-512";
+    }
+    return __builtin_cpu_supports("avx2") ? "AVX2" : "x86-64 baseline";
+#else
+    return "portable C (no SIMD clones)";
+#endif
+}
+
 /* ------------------------------------------------------------------ */
 /* Streaming stores, for tables much larger than the caches: a plain store
  * first reads each line it writes (read for ownership) and the table then

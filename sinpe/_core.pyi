@@ -12,6 +12,7 @@ from numpy.typing import ArrayLike, DTypeLike, NDArray
 MAX_POSITION: Final[int]
 MIN_BASE: Final[float]
 MAX_BASE: Final[float]
+_simd_level: Final[str]  # which SIMD clones run here (the bench prints it)
 MAX_THREADS: Final[int]
 
 _ArrayT = TypeVar("_ArrayT", bound=np.ndarray[Any, Any])

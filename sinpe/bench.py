@@ -7,9 +7,12 @@ to save the figures).  One row per case:
   (allocating and writing the same bytes is the floor), the NumPy float64
   recipe (``sinpe.reference.table_float64``) and each tutorial's
   PyTorch recipe (when torch is installed);
-* ``encode(out=)`` vs ``ndarray.fill``;
+* ``encode(out=)`` and ``rope(out=)`` vs ``ndarray.fill`` of the same bytes;
 * ``add_`` vs ``numpy.add(x, pe, out=x)`` and torch's ``x.add_(pe)`` with
-  ``pe`` already computed.
+  ``pe`` already computed, and ``add_(x, scale=sqrt(d))`` vs ``add_(x)``.
+
+The first line names the CPU and the SIMD level sinpe's loops run at: the
+ratios differ between CPUs.
 
 ``--variants`` times the variants instead (layouts, schedules, explicit
 frequencies and positions, RoPE caches, grids), each against the default
@@ -158,6 +161,32 @@ def _out_case(L: int, d: int, quick: bool) -> Dict[str, Any]:
             "times": times}
 
 
+def _rope_out_case(L: int, d: int, quick: bool) -> Dict[str, Any]:
+    cos, sin = np.empty((L, d), np.float32), np.empty((L, d), np.float32)
+    rounds, budget = (15, 3.0) if quick else (41, 15.0)
+
+    def fill_both() -> None:
+        cos.fill(1.0)
+        sin.fill(1.0)
+
+    _settle()
+    times = _measure({"sinpe": lambda: sinpe.rope(L, d, out=(cos, sin)), "floor": fill_both},
+                     rounds, budget)
+    return {"case": f"rope({L}, {d}, out=) float32", "floor_name": "ndarray.fill x2",
+            "times": times}
+
+
+def _scale_case(shape: Sequence[int], quick: bool) -> Dict[str, Any]:
+    x = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
+    scale = math.sqrt(shape[-1])
+    rounds, budget = (15, 3.0) if quick else (41, 15.0)
+    _settle()
+    times = _measure({"sinpe": lambda: sinpe.add_(x, scale=scale),
+                      "floor": lambda: sinpe.add_(x)}, rounds, budget)
+    return {"case": f"add_ {tuple(shape)} float32, scale=sqrt(d)", "floor_name": "add_ scale=1",
+            "times": times}
+
+
 def _add_case(shape: Sequence[int], seq_first: bool, quick: bool, with_torch: bool
               ) -> Dict[str, Any]:
     rng = np.random.default_rng(0)
@@ -246,8 +275,9 @@ def _variant_cases(quick: bool) -> List[Dict[str, Any]]:
 
 
 def _print_variants(results: List[Dict[str, Any]], header: Dict[str, Any], file: Any) -> None:
+    _print_cpu(header, file)
     print(f"sinpe {header['sinpe']} threads={header['sinpe_threads']}  numpy {header['numpy']}  "
-          f"{header['cpu_count']} CPUs  {header['python']}  load average "
+          f"{header['python']}  load average "
           f"{header['load_average'][0]} -> {header['load_average'][1]}", file=file)
     print("medians, timed in alternation; ratio = variant / default table of the same bytes",
           file=file)
@@ -281,6 +311,23 @@ def _summarise(result: Dict[str, Any]) -> None:
         result["fastest_torch_over_sinpe"] = others[best] / times["sinpe"]
 
 
+def _cpu_model() -> str:
+    """The CPU's marketing name (Linux: /proc/cpuinfo), else what platform knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _print_cpu(header: Dict[str, Any], file: Any) -> None:
+    print(f"CPU: {header['cpu']}, sinpe's loops at {header['simd']}, {header['cpu_count']} CPUs",
+          file=file)
+
+
 def _load_average() -> Optional[float]:
     """The 1-minute load average (other work competing for the cores), if known."""
     try:
@@ -290,9 +337,10 @@ def _load_average() -> Optional[float]:
 
 
 def _print_table(results: List[Dict[str, Any]], header: Dict[str, Any], file: Any) -> None:
+    _print_cpu(header, file)
     print(f"sinpe {header['sinpe']} threads={header['sinpe_threads']}  numpy {header['numpy']} "
           f"(1 thread)  torch {header['torch']} threads={header['torch_threads']}  "
-          f"{header['cpu_count']} CPUs  {header['python']}  load average "
+          f"{header['python']}  load average "
           f"{header['load_average'][0]} -> {header['load_average'][1]}", file=file)
     print("medians; ratio = sinpe / floor (timed in alternation); torch/sinpe = fastest torch "
           "recipe / sinpe", file=file)
@@ -345,6 +393,7 @@ def _header(args: argparse.Namespace, load_before: Optional[float], torch_versio
     return {
         "sinpe": sinpe.__version__, "sinpe_threads": sinpe.get_num_threads(),
         "numpy": np.__version__, "torch": torch_version, "torch_threads": torch_threads,
+        "cpu": _cpu_model(), "simd": sinpe._core._simd_level,
         "cpu_count": os.cpu_count(), "machine": platform.machine(),
         "python": platform.python_version(), "quick": args.quick,
         "load_average": [load_before, _load_average()],
@@ -375,10 +424,13 @@ def _run(args: argparse.Namespace) -> int:
         _encode_case(65536, 1024, args.quick, not args.quick, torch_recipes),
         _out_case(5000, 512, args.quick),
         _out_case(65536, 1024, args.quick),
+        _rope_out_case(4096, 128, args.quick),
         _add_case((32, 512, 512), False, args.quick, bool(torch_recipes)),
         _add_case((8, 2048, 1024), False, args.quick, bool(torch_recipes)),
         _add_case((512, 32, 512), True, args.quick, bool(torch_recipes)),
         _add_case((2048, 8, 1024), True, args.quick, bool(torch_recipes)),
+        _scale_case((32, 512, 512), args.quick),
+        _scale_case((8, 2048, 1024), args.quick),
     ]
     for result in results:
         _summarise(result)

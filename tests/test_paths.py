@@ -4,8 +4,8 @@ The kernels choose a path per call (csrc/plan.c, csrc/run.c, csrc/rows.c):
 one thread or several; feature tiles of 1024 lanes; cached step tables or,
 for wide tables (d > 4096), step rows built per tile; plain contiguous loops,
 the element-by-element writer (float16, byte-swapped, strided, unaligned),
-and streaming stores for tables of 8 MB or more (plain stores for new arrays
-of 32 MB or more); for add_ a tile of the table in the array's dtype, added
+and streaming stores for out= tables of 64 MB or more (plain stores for new
+arrays and for RoPE's two caches); for add_ a tile of the table in the array's dtype, added
 batch-first or seq-first.  Each must keep the promise (within 2**-24
 of exact for float32), and all must give the same bits for the same element:
 DESIGN.md makes every element a pure function of (p, j, d, n), so thread
@@ -144,19 +144,24 @@ def test_unaligned_bytes_out(threads):
     assert same_bits(out, sinpe.encode(L, d))
 
 
-@pytest.mark.parametrize("d", [1024, 1025])
-def test_streaming_stores_for_large_out_match_plain_stores(threads, d):
-    """out= of 32 MB is written with streaming stores (with scalar heads and
+@pytest.mark.parametrize("d, layout", [(1024, "interleaved"), (1025, "interleaved"),
+                                       (1024, "concatenated")])
+def test_streaming_stores_for_large_out_match_plain_stores(threads, d, layout):
+    """out= of 64 MB is written with streaming stores (with scalar heads and
     tails when rows are not 64-byte aligned, d = 1025); a new array of the
     same table with plain stores: same bits."""
-    L = (32 << 20) // (4 * d) + 1
+    L = (64 << 20) // (4 * d) + 1
     threads(2)
     out = np.empty((L, d), np.float32)
-    sinpe.encode(L, d, offset=-5, out=out)
-    fresh = sinpe.encode(L, d, offset=-5)
+    sinpe.encode(L, d, offset=-5, out=out, layout=layout)
+    fresh = sinpe.encode(L, d, offset=-5, layout=layout)
     assert same_bits(out, fresh)
     rows = np.arange(0, L, L // 7)
-    check_promise(out[rows], 0, positions=rows - 5)
+    sample = out[rows]
+    if layout == "concatenated":  # back to sin/cos pairs for the reference
+        half = (d + 1) // 2
+        sample = np.stack([sample[:, :half], sample[:, half:]], axis=-1).reshape(len(rows), d)
+    check_promise(sample, 0, positions=rows - 5)
 
 
 # ---------------------------------------------------------------- add_
