@@ -1,10 +1,11 @@
 /*
- * Row writers (see rows.h).  Native-order contiguous float32/float64 rows,
+ * Row writers (see rows.h).  Native-order contiguous rows of every dtype,
  * the case that must run at memory speed, get loops fused with the value
- * expression (stores) or NumPy's own loop (adds) compiled per SIMD width;
- * everything else (the 16-bit types, swapped bytes, any stride, unaligned
- * data) goes element by element through memcpy, which is slower but exact
- * and free of alignment UB.
+ * expression and the rounding to the dtype (stores) or NumPy's own loop
+ * (adds) compiled per SIMD width; the 16-bit conversions are branch free
+ * (float16.h) so that they vectorise too.  Everything else (swapped bytes,
+ * any stride, unaligned data) goes element by element through memcpy,
+ * which is slower but exact and free of alignment UB.
  */
 #include "rows.h"
 #include "elements.h"
@@ -33,7 +34,7 @@ static int is_plain(const sinpe_row_format *fmt, const char *dst, ptrdiff_t row_
  * interleaved table become in-register interleaves.  Half the step data of
  * a loop over columns, and RoPE's two caches share one computation.  n
  * frequencies of `rows` rows; steps of row i at c + i * step_stride. */
-#define PAIR_LOOP(name, T, args, body)                                                        \
+#define PAIR_LOOP(name, T, CONVERT, args, body)                                               \
     SINPE_CLONES                                                                              \
     static void name(int rows, ptrdiff_t n, const double *restrict s0,                        \
                      const double *restrict c0, const double *cs, const double *ss,           \
@@ -43,8 +44,8 @@ static int is_plain(const sinpe_row_format *fmt, const char *dst, ptrdiff_t row_
             const double *restrict c = cs + i * step_stride;                                  \
             const double *restrict s = ss + i * step_stride;                                  \
             for (ptrdiff_t j = 0; j < n; ++j) {                                               \
-                const T sine = (T)sinpe_sin_value(s0[j], c0[j], c[j], s[j]);                  \
-                const T cosine = (T)sinpe_cos_value(s0[j], c0[j], c[j], s[j]);                \
+                const T sine = CONVERT(sinpe_sin_value(s0[j], c0[j], c[j], s[j]));            \
+                const T cosine = CONVERT(sinpe_cos_value(s0[j], c0[j], c[j], s[j]));          \
                 body                                                                          \
             }                                                                                 \
         }                                                                                     \
@@ -54,34 +55,56 @@ static int is_plain(const sinpe_row_format *fmt, const char *dst, ptrdiff_t row_
 #define TABLE_ARGS char *row, ptrdiff_t row_stride, ptrdiff_t first, ptrdiff_t second
 #define ROPE_ARGS char *cos_row, ptrdiff_t cos_stride, char *sin_row, ptrdiff_t sin_stride, \
                   ptrdiff_t first, ptrdiff_t second
-#define DEFINE_PAIR_LOOPS(T, suffix)                                                          \
-    PAIR_LOOP(table_interleaved_##suffix, T, TABLE_ARGS, {                                    \
+#define DEFINE_PAIR_LOOPS(T, suffix, CONVERT)                                                 \
+    PAIR_LOOP(table_interleaved_##suffix, T, CONVERT, TABLE_ARGS, {                                    \
         T *restrict o = ROW(T, row, row_stride) + first;                                      \
         o[2 * j] = sine;                                                                      \
         o[2 * j + 1] = cosine;                                                                \
         (void)second;                                                                         \
     })                                                                                        \
-    PAIR_LOOP(table_split_##suffix, T, TABLE_ARGS, {                                          \
+    PAIR_LOOP(table_split_##suffix, T, CONVERT, TABLE_ARGS, {                                          \
         T *restrict o = ROW(T, row, row_stride);                                              \
         o[first + j] = sine;                                                                  \
         o[second + j] = cosine;                                                               \
     })                                                                                        \
-    PAIR_LOOP(rope_interleaved_##suffix, T, ROPE_ARGS, {                                      \
+    PAIR_LOOP(rope_interleaved_##suffix, T, CONVERT, ROPE_ARGS, {                                      \
         T *restrict oc = ROW(T, cos_row, cos_stride) + first;                                 \
         T *restrict os = ROW(T, sin_row, sin_stride) + first;                                 \
         oc[2 * j] = oc[2 * j + 1] = cosine;                                                   \
         os[2 * j] = os[2 * j + 1] = sine;                                                     \
         (void)second;                                                                         \
     })                                                                                        \
-    PAIR_LOOP(rope_split_##suffix, T, ROPE_ARGS, {                                            \
+    PAIR_LOOP(rope_split_##suffix, T, CONVERT, ROPE_ARGS, {                                            \
         T *restrict oc = ROW(T, cos_row, cos_stride);                                         \
         T *restrict os = ROW(T, sin_row, sin_stride);                                         \
         oc[first + j] = oc[second + j] = cosine;                                              \
         os[first + j] = os[second + j] = sine;                                                \
     })
 
-DEFINE_PAIR_LOOPS(float, f32)
-DEFINE_PAIR_LOOPS(double, f64)
+#define TO_FLOAT(v) ((float)(v))
+#define TO_DOUBLE(v) (v)
+DEFINE_PAIR_LOOPS(float, f32, TO_FLOAT)
+DEFINE_PAIR_LOOPS(double, f64, TO_DOUBLE)
+DEFINE_PAIR_LOOPS(uint16_t, f16, sinpe_double_to_half)
+DEFINE_PAIR_LOOPS(uint16_t, bf16, sinpe_double_to_bfloat16)
+
+/* The fast loops by dtype (sinpe_dtype order) and by interleaving. */
+typedef void (*table_loop)(int, ptrdiff_t, const double *restrict, const double *restrict,
+                           const double *, const double *, ptrdiff_t, TABLE_ARGS);
+typedef void (*rope_loop)(int, ptrdiff_t, const double *restrict, const double *restrict,
+                          const double *, const double *, ptrdiff_t, ROPE_ARGS);
+static const table_loop table_loops[4][2] = {
+    {table_split_f16, table_interleaved_f16},
+    {table_split_f32, table_interleaved_f32},
+    {table_split_f64, table_interleaved_f64},
+    {table_split_bf16, table_interleaved_bf16},
+};
+static const rope_loop rope_loops[4][2] = {
+    {rope_split_f16, rope_interleaved_f16},
+    {rope_split_f32, rope_interleaved_f32},
+    {rope_split_f64, rope_interleaved_f64},
+    {rope_split_bf16, rope_interleaved_bf16},
+};
 
 /* Which clone of the fast loops this CPU runs (the ifunc's choice). */
 const char *sinpe_simd_level(void)
@@ -202,35 +225,25 @@ static void fast_rows(const sinpe_pair_target *t, int ntargets, char *row, ptrdi
                       const double *ss, ptrdiff_t step_stride)
 {
     const sinpe_pairs *p = &t[0].pairs;
-    const ptrdiff_t n = p->seconds;
-    if (t[0].fmt->dtype == SINPE_FLOAT32) {
-        if (ntargets == 2) {
-            (p->interleaved ? rope_interleaved_f32 : rope_split_f32)(
-                rows, n, s0, c0, cs, ss, step_stride, row, row_stride, row2, row_stride2, first,
-                second);
-        } else {
-            (p->interleaved ? table_interleaved_f32 : table_split_f32)(
-                rows, n, s0, c0, cs, ss, step_stride, row, row_stride, first, second);
-        }
-    } else if (ntargets == 2) {
-        (p->interleaved ? rope_interleaved_f64 : rope_split_f64)(
-            rows, n, s0, c0, cs, ss, step_stride, row, row_stride, row2, row_stride2, first,
-            second);
+    const sinpe_dtype dtype = t[0].fmt->dtype;
+    if (ntargets == 2) {
+        rope_loops[dtype][p->interleaved](rows, p->seconds, s0, c0, cs, ss, step_stride, row,
+                                          row_stride, row2, row_stride2, first, second);
     } else {
-        (p->interleaved ? table_interleaved_f64 : table_split_f64)(
-            rows, n, s0, c0, cs, ss, step_stride, row, row_stride, first, second);
+        table_loops[dtype][p->interleaved](rows, p->seconds, s0, c0, cs, ss, step_stride, row,
+                                           row_stride, first, second);
     }
 }
 
-/* Whether the fast loops can write the targets: native contiguous float32
- * or float64, both targets of one dtype; RoPE's two caches (the rope
- * loops), or one table target. */
+/* Whether the fast loops can write the targets: native contiguous
+ * elements, both targets of one dtype; RoPE's two caches (the rope loops),
+ * or one table target. */
 static int fast_targets(const sinpe_pair_target *t, int ntargets)
 {
     const sinpe_dtype dtype = t[0].fmt->dtype;
-    const size_t itemsize = dtype == SINPE_FLOAT32 ? 4 : dtype == SINPE_FLOAT64 ? 8 : 0;
+    const size_t itemsize = sinpe_itemsize(dtype);
     for (int k = 0; k < ntargets; ++k) {
-        if (itemsize == 0 || t[k].fmt->dtype != dtype ||
+        if (t[k].fmt->dtype != dtype ||
             !is_plain(t[k].fmt, t[k].row, t[k].row_stride, itemsize)) {
             return 0;
         }
@@ -245,7 +258,7 @@ static int fast_targets(const sinpe_pair_target *t, int ntargets)
 static void lone_sines(const sinpe_pairs *p, sinpe_dtype dtype, char *row, ptrdiff_t first,
                        const double *s0, const double *c0, const double *c, const double *s)
 {
-    const ptrdiff_t itemsize = dtype == SINPE_FLOAT32 ? 4 : 8;
+    const ptrdiff_t itemsize = (ptrdiff_t)sinpe_itemsize(dtype);
     for (ptrdiff_t j = p->seconds; j < p->count; ++j) {
         const ptrdiff_t col = first + (p->interleaved ? 2 * j : j);
         sinpe_store_elem(row + col * itemsize, dtype, 0, sinpe_sin_value(s0[j], c0[j], c[j], s[j]));
@@ -355,6 +368,31 @@ void sinpe_store_values(const sinpe_row_format *fmt, char *dst, const double *v,
 DEFINE_FAST_ADD(add_f32, float)
 DEFINE_FAST_ADD(add_f64, double)
 
+/* The 16-bit types as NumPy and torch add them: each operation in float32,
+ * its result rounded to the type (sinpe_add_elem). */
+#define DEFINE_SMALL_ADD(name, WIDEN, NARROW)                                                \
+    SINPE_CLONES                                                                             \
+    static void name(char *dst, ptrdiff_t dst_stride, const char *src, ptrdiff_t src_stride,  \
+                     ptrdiff_t rows, ptrdiff_t count, float scale)                           \
+    {                                                                                        \
+        for (ptrdiff_t i = 0; i < rows; ++i) {                                               \
+            uint16_t *restrict x = (uint16_t *)(void *)(dst + i * dst_stride);               \
+            const uint16_t *restrict t = (const uint16_t *)(const void *)(src + i * src_stride); \
+            if (scale == 1.0f) {                                                             \
+                for (ptrdiff_t l = 0; l < count; ++l) {                                      \
+                    x[l] = NARROW(WIDEN(x[l]) + WIDEN(t[l]));                                \
+                }                                                                            \
+            } else {                                                                         \
+                for (ptrdiff_t l = 0; l < count; ++l) {                                      \
+                    x[l] = NARROW(WIDEN(NARROW(WIDEN(x[l]) * scale)) + WIDEN(t[l]));         \
+                }                                                                            \
+            }                                                                                \
+        }                                                                                    \
+    }
+
+DEFINE_SMALL_ADD(add_f16, sinpe_half_to_float, sinpe_float_to_half)
+DEFINE_SMALL_ADD(add_bf16, sinpe_bfloat16_to_float, sinpe_float_to_bfloat16)
+
 void sinpe_add_rows(const sinpe_row_format *fmt, char *dst, ptrdiff_t dst_stride, const char *src,
                     ptrdiff_t src_stride, ptrdiff_t rows, ptrdiff_t count, double scale)
 {
@@ -366,6 +404,11 @@ void sinpe_add_rows(const sinpe_row_format *fmt, char *dst, ptrdiff_t dst_stride
         }
         if (fmt->dtype == SINPE_FLOAT64 && is_plain(fmt, dst, dst_stride, 8)) {
             add_f64(dst, dst_stride, src, src_stride, rows, count, scale);
+            return;
+        }
+        if (itemsize == 2 && is_plain(fmt, dst, dst_stride, 2)) {
+            (fmt->dtype == SINPE_FLOAT16 ? add_f16 : add_bf16)(dst, dst_stride, src, src_stride,
+                                                               rows, count, (float)scale);
             return;
         }
     }

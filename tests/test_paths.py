@@ -25,6 +25,7 @@ import pytest
 import sinpe
 from conftest import (
     U32,
+    assert_bits_equal,
     double_error_bound,
     numpy_add,
     positions_of,
@@ -208,6 +209,28 @@ def test_add_float16_float64_and_strided_views(threads):
             sinpe.add_(y, offset=-40, axis=1)
             sinpe.add_(view, offset=-40, axis=1)
             assert same_bits(y, want) and same_bits(view, want), (dtype, count)
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("scale", [1.0, 8.0, 0.1, 3e4])
+def test_add_16_bit_every_bit_pattern_matches_numpy(threads, name, scale):
+    """Contiguous 16-bit adds run a vectorised loop of branch-free conversions:
+    every bit pattern of x (subnormals, infinities, NaNs, the largest finite
+    values, which 3e4 times overflow) must come out as NumPy's own half
+    arithmetic, or ml_dtypes' bfloat16 arithmetic, makes it."""
+    if name == "bfloat16":
+        import ml_dtypes  # a test requirement
+
+        dtype = np.dtype(ml_dtypes.bfloat16)
+    else:
+        dtype = np.dtype(np.float16)
+    x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dtype).reshape(32, 16, 128)
+    want = numpy_add(x, sinpe.encode(16, 128, dtype=dtype)[None], scale)
+    for count in (1, 2):
+        threads(count)
+        y = x.copy()
+        sinpe.add_(y, scale=scale)
+        assert_bits_equal(y, want)
 
 
 def test_add_agrees_with_encode(threads):
