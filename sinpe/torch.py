@@ -1,7 +1,7 @@
 """PyTorch drop-in: the ``PositionalEncoding`` module of the tutorials, filled by sinpe.
 
 ``import sinpe`` never imports torch; this module does, and needs it installed
-(``pip install torch==2.13.0`` on the sinpe machines).
+(the tests pin ``torch==2.13.0``; the README says how to get the CPU-only build).
 
 - :class:`PositionalEncoding` replaces the classes of The Annotated Transformer
   (batch-first, buffer ``pe`` of shape ``(1, max_len, d_model)``) and of
