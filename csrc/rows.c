@@ -82,9 +82,9 @@ static int is_plain(const sinpe_row_format *fmt, const char *dst, ptrdiff_t row_
     })
 
 #define TO_FLOAT(v) ((float)(v))
-#define TO_DOUBLE(v) (v)
+#define AS_IS(v) (v)
 DEFINE_PAIR_LOOPS(float, f32, TO_FLOAT)
-DEFINE_PAIR_LOOPS(double, f64, TO_DOUBLE)
+DEFINE_PAIR_LOOPS(double, f64, AS_IS)
 DEFINE_PAIR_LOOPS(uint16_t, f16, sinpe_double_to_half)
 DEFINE_PAIR_LOOPS(uint16_t, bf16, sinpe_double_to_bfloat16)
 
@@ -341,44 +341,21 @@ void sinpe_store_values(const sinpe_row_format *fmt, char *dst, const double *v,
     }
 }
 
-/* The fast adds: native contiguous float32/float64, the loop NumPy's add
- * runs (one multiply unless scale is 1, one add, in the elements' type).
- * The row loop is inside so that short rows (d = 512 is 2 KB) are not each
- * a call through the clone dispatcher. */
-#define DEFINE_FAST_ADD(name, T)                                                             \
+/* The fast adds: native contiguous elements, the loop NumPy's add runs (one
+ * multiply unless scale is 1, one add).  float32/float64 in their own type;
+ * the 16-bit types as NumPy and torch add them, each operation in float32
+ * and its result rounded to the type (WIDEN/NARROW; sinpe_add_elem).  The
+ * row loop is inside so that short rows (d = 512 is 2 KB) are not each a
+ * call through the clone dispatcher. */
+#define DEFINE_FAST_ADD(name, T, S, WIDEN, NARROW)                                           \
     SINPE_CLONES                                                                             \
     static void name(char *dst, ptrdiff_t dst_stride, const char *src, ptrdiff_t src_stride,  \
-                     ptrdiff_t rows, ptrdiff_t count, T scale)                               \
+                     ptrdiff_t rows, ptrdiff_t count, S scale)                               \
     {                                                                                        \
         for (ptrdiff_t i = 0; i < rows; ++i) {                                               \
             T *restrict x = (T *)(void *)(dst + i * dst_stride);                             \
             const T *restrict t = (const T *)(const void *)(src + i * src_stride);           \
-            if (scale == (T)1) {                                                             \
-                for (ptrdiff_t l = 0; l < count; ++l) {                                      \
-                    x[l] = x[l] + t[l];                                                      \
-                }                                                                            \
-            } else {                                                                         \
-                for (ptrdiff_t l = 0; l < count; ++l) {                                      \
-                    x[l] = x[l] * scale + t[l];                                              \
-                }                                                                            \
-            }                                                                                \
-        }                                                                                    \
-    }
-
-DEFINE_FAST_ADD(add_f32, float)
-DEFINE_FAST_ADD(add_f64, double)
-
-/* The 16-bit types as NumPy and torch add them: each operation in float32,
- * its result rounded to the type (sinpe_add_elem). */
-#define DEFINE_SMALL_ADD(name, WIDEN, NARROW)                                                \
-    SINPE_CLONES                                                                             \
-    static void name(char *dst, ptrdiff_t dst_stride, const char *src, ptrdiff_t src_stride,  \
-                     ptrdiff_t rows, ptrdiff_t count, float scale)                           \
-    {                                                                                        \
-        for (ptrdiff_t i = 0; i < rows; ++i) {                                               \
-            uint16_t *restrict x = (uint16_t *)(void *)(dst + i * dst_stride);               \
-            const uint16_t *restrict t = (const uint16_t *)(const void *)(src + i * src_stride); \
-            if (scale == 1.0f) {                                                             \
+            if (scale == (S)1) {                                                             \
                 for (ptrdiff_t l = 0; l < count; ++l) {                                      \
                     x[l] = NARROW(WIDEN(x[l]) + WIDEN(t[l]));                                \
                 }                                                                            \
@@ -390,8 +367,10 @@ DEFINE_FAST_ADD(add_f64, double)
         }                                                                                    \
     }
 
-DEFINE_SMALL_ADD(add_f16, sinpe_half_to_float, sinpe_float_to_half)
-DEFINE_SMALL_ADD(add_bf16, sinpe_bfloat16_to_float, sinpe_float_to_bfloat16)
+DEFINE_FAST_ADD(add_f32, float, float, AS_IS, AS_IS)
+DEFINE_FAST_ADD(add_f64, double, double, AS_IS, AS_IS)
+DEFINE_FAST_ADD(add_f16, uint16_t, float, sinpe_half_to_float, sinpe_float_to_half)
+DEFINE_FAST_ADD(add_bf16, uint16_t, float, sinpe_bfloat16_to_float, sinpe_float_to_bfloat16)
 
 void sinpe_add_rows(const sinpe_row_format *fmt, char *dst, ptrdiff_t dst_stride, const char *src,
                     ptrdiff_t src_stride, ptrdiff_t rows, ptrdiff_t count, double scale)
