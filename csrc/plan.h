@@ -23,8 +23,10 @@
  *    axis x a part of the leading rows, so the rows of a tile of positions
  *    are reused across sequences;
  *  - bands (grids): whole rows, a span of one axis with every index of the
- *    axes after it, each group writing its columns while the band is in the
- *    caches.
+ *    axes after it.  Into plain rows, each group makes the rows of the
+ *    band's positions once into a tile and the band's rows are copied
+ *    together from the tiles in address order (assembled); otherwise each
+ *    group writes its columns while the band is in the caches.
  */
 #ifndef SINPE_PLAN_H
 #define SINPE_PLAN_H
@@ -76,6 +78,7 @@ typedef struct {
     ptrdiff_t outer_count, inner_count;
     ptrdiff_t ntiles;
     uint32_t residues;           /* the step rows the group needs */
+    size_t tile_at;              /* assembled bands: its rows in a worker's tile (bytes) */
 } group_t;
 
 typedef struct {
@@ -100,11 +103,15 @@ typedef struct {
     ptrdiff_t window, windows, length, leads; /* windows: of the innermost axis */
     int band_axis, row_axes;      /* bands: span `span` of row axis band_axis */
     ptrdiff_t row_shape[SINPE_MAX_DIMS];
+    ptrdiff_t row_bstride[SINPE_MAX_DIMS]; /* bands: byte strides of the row axes */
+    int assemble;                 /* bands: rows copied together from per-group tiles */
+    ptrdiff_t *held;              /* assembled bands: per worker and group, the outer
+                                   * range [held[0], held[1]) its tile holds */
 
     /* scratch, one slice per worker */
     double *scratch;
     size_t scratch_doubles;
-    char *tiles;                  /* adds: a tile of elements per worker */
+    char *tiles;                  /* adds, assembled bands: a tile of elements per worker */
     size_t tile_bytes;
     ptrdiff_t tile_rows;          /* rows a tile holds besides one spare row */
     ptrdiff_t *built;             /* wide tables: group * ntiles + tile whose steps a

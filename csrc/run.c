@@ -4,8 +4,8 @@
  * Stores.  A chunk walks its outer rows in order.  Where positions count up
  * within a block (always for range positions, in runs for explicit ones),
  * the rows of a block are one call to rows.c's pair writer, with the
- * anchors computed once per block; a position with many copies (a
- * grid's leading axis) holds its step row and strides over the copies.
+ * anchors computed once per block; the other copies of those positions
+ * (a grid's other axes) are copied from the first.
  * Other rows (padding, non-integral positions) are written one at a time.
  *
  * Adds.  A chunk makes the table rows of a range of positions, as elements
@@ -48,7 +48,8 @@ static const double zero_value = 0.0;
 /* Scratch, anchors and columns. */
 
 typedef struct {
-    double *sin, *cos;   /* [tile_freqs]: anchors, or a non-integral row's values */
+    double *sin, *cos;   /* [2 * tile_freqs]: anchors (of two blocks), or a
+                          * non-integral row's values */
     double *tmp;         /* [4 * tile_freqs]: the row writers' scratch */
     double *step_buffer; /* a wide table's step rows */
 } scratch_t;
@@ -58,8 +59,8 @@ static scratch_t scratch_of(const plan_t *plan, int worker)
     const ptrdiff_t f = plan->tile_freqs;
     double *p = plan->scratch + (size_t)worker * plan->scratch_doubles;
     scratch_t s;
-    s.sin = p, p += f;
-    s.cos = p, p += f;
+    s.sin = p, p += 2 * f;
+    s.cos = p, p += 2 * f;
     s.tmp = p, p += 4 * f;
     s.step_buffer = p;
     return s;
@@ -72,7 +73,7 @@ size_t sinpe_plan_scratch_doubles(const plan_t *plan)
         wide |= plan->groups[g].table != NULL && plan->groups[g].table->step_c == NULL;
     }
     const size_t f = (size_t)plan->tile_freqs;
-    return 6 * f + (wide ? 2 * SINPE_BLOCK_ROWS * f : 0) + 1;
+    return 8 * f + (wide ? 2 * SINPE_BLOCK_ROWS * f : 0) + 1;
 }
 
 /* The anchors of tile [k0, k1) for an integer position's block start p0, or
@@ -193,6 +194,32 @@ static int position_of(const plan_t *plan, const group_t *g, ptrdiff_t i, int64_
 /* ------------------------------------------------------------------ */
 /* Stores. */
 
+/* The targets of tile [k0, k1) of group g, their rows at base[t] + q * stride[t]. */
+static int targets_of(const plan_t *plan, const group_t *g, ptrdiff_t k0, ptrdiff_t k1,
+                      char *const *base, const ptrdiff_t *stride, sinpe_pair_target *targets)
+{
+    for (int t = 0; t < plan->ntargets; ++t) {
+        targets[t] = (sinpe_pair_target){&plan->target[t].fmt, base[t], stride[t],
+                                         pairs_of(g, plan->target[t].kind, k0, k1)};
+    }
+    return plan->ntargets;
+}
+
+/* The unused columns of `rows` rows (tile 0 writes them). */
+static void store_zeros(const plan_t *plan, const group_t *g, char *const *base,
+                        const ptrdiff_t *stride, ptrdiff_t rows)
+{
+    ptrdiff_t zeros;
+    const ptrdiff_t col = unused_columns(g, &zeros);
+    for (int t = 0; zeros > 0 && t < plan->ntargets; ++t) {
+        const sinpe_row_format *fmt = &plan->target[t].fmt;
+        for (ptrdiff_t q = 0; q < rows; ++q) {
+            sinpe_store_values(fmt, base[t] + q * stride[t] + col * fmt->col_stride, &zero_value,
+                               0, zeros);
+        }
+    }
+}
+
 /* Rows r0 .. r1 - 1 of the steps into rows base[t] + q * stride[t] of every
  * target (RoPE's two caches in one pass), and on tile 0 the unused columns.
  * is_int = 0: one row of a non-integral position, whose values are the
@@ -202,23 +229,31 @@ static void store_rows(const plan_t *plan, const group_t *g, const scratch_t *s,
                        const sinpe_steps *steps, int r0, int r1, int is_int, int first_tile)
 {
     sinpe_pair_target targets[2];
-    for (int t = 0; t < plan->ntargets; ++t) {
-        targets[t] = (sinpe_pair_target){&plan->target[t].fmt, base[t], stride[t],
-                                         pairs_of(g, plan->target[t].kind, k0, k1)};
-    }
+    const int n = targets_of(plan, g, k0, k1, base, stride, targets);
     if (g->table != NULL && is_int) {
-        sinpe_store_pairs(targets, plan->ntargets, steps, r0, r1, s->sin, s->cos, s->tmp);
+        sinpe_store_pairs(targets, n, steps, r0, r1, s->sin, s->cos, s->tmp);
     } else if (g->table != NULL) {
-        sinpe_store_pair_values(targets, plan->ntargets, s->sin, s->cos);
+        sinpe_store_pair_values(targets, n, s->sin, s->cos);
     }
-    ptrdiff_t zeros;
-    const ptrdiff_t col = unused_columns(g, &zeros);
-    for (int t = 0; first_tile && zeros > 0 && t < plan->ntargets; ++t) {
-        const sinpe_row_format *fmt = &plan->target[t].fmt;
-        for (int q = 0; q < r1 - r0; ++q) {
-            sinpe_store_values(fmt, base[t] + q * stride[t] + col * fmt->col_stride, &zero_value,
-                               0, zeros);
-        }
+    if (first_tile) {
+        store_zeros(plan, g, base, stride, r1 - r0);
+    }
+}
+
+/* Rows already stored by this chunk, once more: `rows` rows at base (stride
+ * stride[t]) copied from the rows at from (stride from_stride[t]; 0: one
+ * row to all), another copy of the same positions. */
+static void copy_rows(const plan_t *plan, const group_t *g, ptrdiff_t k0, ptrdiff_t k1,
+                      char *const *base, const ptrdiff_t *stride, char *const *from,
+                      const ptrdiff_t *from_stride, ptrdiff_t rows, int first_tile)
+{
+    sinpe_pair_target targets[2];
+    const int n = targets_of(plan, g, k0, k1, base, stride, targets);
+    for (int t = 0; g->table != NULL && rows > 0 && t < n; ++t) {
+        sinpe_copy_pairs(&targets[t], from[t], from_stride[t], rows);
+    }
+    if (first_tile) {
+        store_zeros(plan, g, base, stride, rows);
     }
 }
 
@@ -274,37 +309,49 @@ static void store_range(const plan_t *plan, const group_t *g, int worker, ptrdif
             have_anchor = 1, anchor_int = is_int, anchor_p0 = p0, anchor_x = x;
         }
         const int r = (int)(p - p0);
-        const int run = is_int ? block_run(plan, g, i, i1, p, r, &oc) : 0;
+        int run = is_int ? block_run(plan, g, i, i1, p, r, &oc) : 0;
+        if (run == SINPE_BLOCK_ROWS && g->axis >= 0 && g->table != NULL &&
+            i + 2 * SINPE_BLOCK_ROWS <= i1) { /* and the next block: one pass over the steps */
+            sinpe_anchor_sincos(g->table, p0 + SINPE_BLOCK_ROWS, k0, k1, s.sin + (k1 - k0),
+                                s.cos + (k1 - k0));
+            run = 2 * SINPE_BLOCK_ROWS;
+            have_anchor = 0;
+        }
         if (run > 0) {
-            /* rows i .. i + run - 1: positions p .. p + run - 1 of one block */
+            /* rows i .. i + run - 1: positions p .. p + run - 1 of one
+             * block (or two), stored at the first inner copy and copied to the
+             * others (a grid's other axes): a copy costs less than
+             * making the values again, and has their bits.  One position
+             * copies along the innermost inner axis in one call. */
+            char *made[2];
             cursor_seek(&g->inner, &ic, j0);
             for (ptrdiff_t j = j0; j < j1;) {
-                /* One position and many copies (a grid's leading axis): one
-                 * call per run of copies along the innermost inner axis,
-                 * with the step row held (stride 0). */
                 const ptrdiff_t copies =
                     run == 1 && inner_last >= 0
-                        ? min_ptrdiff(min_ptrdiff(j1 - j, 1 << 20),
-                                      g->inner.shape[inner_last] - ic.index[inner_last])
+                        ? min_ptrdiff(j1 - j, g->inner.shape[inner_last] - ic.index[inner_last])
                         : 1;
                 for (int t = 0; t < plan->ntargets; ++t) {
                     base[t] = plan->target[t].data + oc.off[t] + ic.off[t];
                     stride[t] = copies > 1 ? g->inner.bstride[t][inner_last]
                                            : g->outer.bstride[t][last];
                 }
-                if (copies > 1) {
-                    sinpe_steps held = steps;
-                    if (g->table != NULL) {
-                        held.c += r * steps.stride;
-                        held.s += r * steps.stride;
-                    }
-                    held.stride = 0;
-                    store_rows(plan, g, &s, k0, k1, base, stride, &held, 0, (int)copies, 1,
-                               first_tile);
-                } else {
+                const int first = j == j0;
+                if (first) {
                     store_rows(plan, g, &s, k0, k1, base, stride, &steps, r, r + run, 1,
                                first_tile);
+                    for (int t = 0; t < plan->ntargets; ++t) {
+                        made[t] = base[t];
+                    }
                 }
+                /* the rest of a run of copies from one row, or a run's rows */
+                const ptrdiff_t rows = copies > 1 ? copies - first : first ? 0 : run;
+                char *to[2];
+                ptrdiff_t from_stride[2];
+                for (int t = 0; t < plan->ntargets; ++t) {
+                    to[t] = base[t] + (copies > 1 ? first * stride[t] : 0);
+                    from_stride[t] = copies > 1 ? 0 : stride[t];
+                }
+                copy_rows(plan, g, k0, k1, to, stride, made, from_stride, rows, first_tile);
                 cursor_advance(&g->inner, &ic, copies);
                 j += copies;
             }
@@ -605,11 +652,71 @@ static void band_ranges(const plan_t *plan, const group_t *g, ptrdiff_t band, pt
     j[1] = start + trailing * (a == q ? 1 : q1 - q0);
 }
 
+/* Band `band`, assembled (plan.c's plan_assembly): each group's rows of the
+ * band's positions made into the worker's tile (kept while the next band
+ * needs the same), then every row of the band, a run of C-order rows, its
+ * groups' columns copied from the tiles in address order. */
+static void assemble_band(const plan_t *plan, int worker, ptrdiff_t band)
+{
+    tile_t tiles[SINPE_MAX_DIMS];
+    ptrdiff_t lo[SINPE_MAX_DIMS];
+    for (int i = 0; i < plan->ngroups; ++i) {
+        const group_t *g = &plan->groups[i];
+        ptrdiff_t o[2], j[2];
+        band_ranges(plan, g, band, o, j);
+        tile_layout(plan, g, worker, 0, &tiles[i]);
+        tiles[i].data += g->tile_at;
+        ptrdiff_t *held = plan->held + 2 * ((size_t)worker * (size_t)plan->ngroups + (size_t)i);
+        if (held[0] != o[0] || held[1] != o[1]) {
+            fill_tile(plan, g, worker, 0, &tiles[i], 0, 1, g->offset + o[0], o[1] - o[0], 0.0);
+            held[0] = o[0], held[1] = o[1];
+        }
+        lo[i] = o[0];
+    }
+    const int q = plan->band_axis, r = plan->row_axes;
+    const ptrdiff_t *shape = plan->row_shape;
+    const ptrdiff_t q0 = band % plan->spans * plan->span;
+    const ptrdiff_t q1 = min_ptrdiff(q0 + plan->span, shape[q]);
+    ptrdiff_t index[SINPE_MAX_DIMS], trailing = 1, lead = band / plan->spans;
+    for (int k = r - 1; k > q; --k) {
+        index[k] = 0;
+        trailing *= shape[k];
+    }
+    index[q] = q0;
+    for (int k = q - 1; k >= 0; --k) {
+        index[k] = lead % shape[k];
+        lead /= shape[k];
+    }
+    const size_t itemsize = tiles[0].itemsize;
+    for (ptrdiff_t f = 0; f < (q1 - q0) * trailing; ++f) {
+        char *row = plan->target[0].data;
+        for (int k = 0; k < r; ++k) {
+            row += index[k] * plan->row_bstride[k];
+        }
+        for (int i = 0; i < plan->ngroups; ++i) {
+            const tile_t *t = &tiles[i];
+            const char *made = t->data + (index[plan->groups[i].axis] - lo[i]) * t->row_bytes;
+            for (int u = 0; u < t->nruns; ++u) {
+                memcpy(row + t->runs[u].col * (ptrdiff_t)itemsize,
+                       made + t->runs[u].off * (ptrdiff_t)itemsize,
+                       (size_t)t->runs[u].count * itemsize);
+            }
+        }
+        for (int k = r - 1; k >= 0 && ++index[k] == shape[k]; --k) { /* the next row */
+            index[k] = 0;
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ */
 
 void sinpe_plan_chunk(void *context, ptrdiff_t chunk, int worker)
 {
     const plan_t *plan = context;
+    if (plan->cut == CUT_BANDS && plan->assemble) {
+        assemble_band(plan, worker, chunk);
+        return;
+    }
     if (plan->cut == CUT_BANDS) {
         for (int i = 0; i < plan->ngroups; ++i) {
             const group_t *g = &plan->groups[i];

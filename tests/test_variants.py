@@ -853,7 +853,7 @@ if __name__ == "__main__":
 @pytest.mark.parametrize("shape", [(1, 5), (33, 3), (5, 1, 14, 47), (1, 200)])
 def test_grid_axis_with_a_lone_row_in_a_block_repeats_its_own_row(shape):
     """A position alone in its 32-row block with many copies after it (an axis
-    of length 1, or 33) is written with its step row held for every copy."""
+    of length 1, or 33) is made once and copied to every copy."""
     d = 8 * len(shape)
     g = sinpe.encode_grid(shape, d, dtype=np.float64)
     c = d // len(shape)
@@ -861,3 +861,52 @@ def test_grid_axis_with_a_lone_row_in_a_block_repeats_its_own_row(shape):
         line = sinpe.encode(shape[a], c, dtype=np.float64)
         moved = np.moveaxis(g[..., a * c:(a + 1) * c], a, 0)
         assert np.array_equal(moved, np.broadcast_to(line.reshape((shape[a],) + (1,) * (len(shape) - 1) + (c,)), moved.shape))
+
+
+# Grids of several bands (a band holds about 256 KB of rows): rows assembled
+# from per-group tiles (plain rows) and rows written group by group (swapped
+# bytes, strided columns) are each axis's own table, bit for bit, on any
+# number of threads.
+GRID_CASES = [((3, 40, 70), 96, "interleaved"),         # bands: spans of axis 1
+              ((2, 5, 33, 17), 100, "concatenated"),    # odd column counts per group
+              ((12, 30), 2 * 2048 + 8, "interleaved"),  # groups of more than one frequency tile
+              ((7, 900), 64, "sines_first")]
+
+
+def _grid_from_axes(shape, d, dtype, layout):
+    """Each axis's own encode, put where the grid's columns for it go."""
+    r = len(shape)
+    want = np.empty(tuple(shape) + (d,), dtype)
+    c = d // r
+    for a in range(r):
+        flat = "interleaved" if layout == "interleaved" else "concatenated"
+        line = sinpe.encode(shape[a], c, dtype=dtype, layout=flat)
+        line = line.reshape(tuple(shape[k] if k == a else 1 for k in range(r)) + (c,))
+        if layout == "sines_first":  # every axis's sines first, then every axis's cosines
+            h = c // 2
+            want[..., a * h:(a + 1) * h] = line[..., :h]
+            want[..., d // 2 + a * h:d // 2 + (a + 1) * h] = line[..., h:]
+        else:
+            want[..., a * c:(a + 1) * c] = line
+    return want
+
+
+@pytest.mark.parametrize("shape, d, layout", GRID_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, ml_dtypes.bfloat16])
+def test_grid_of_many_bands_is_each_axis_table_on_every_path(shape, d, layout, dtype):
+    want = _grid_from_axes(shape, d, dtype, layout)
+    before = sinpe.get_num_threads()
+    try:
+        for threads in (1, 2):
+            sinpe.set_num_threads(threads)
+            assert_bits_equal(sinpe.encode_grid(shape, d, dtype=dtype, layout=layout), want,
+                              f"new array, {threads} threads")
+            swapped = np.empty(want.shape, np.dtype(dtype).newbyteorder())
+            sinpe.encode_grid(shape, d, layout=layout, out=swapped)
+            assert_bits_equal(swapped.astype(dtype), want, f"swapped bytes, {threads} threads")
+            wide = np.zeros(tuple(shape) + (2 * d,), dtype)
+            sinpe.encode_grid(shape, d, layout=layout, out=wide[..., ::2])
+            assert_bits_equal(wide[..., ::2], want, f"strided columns, {threads} threads")
+            assert not wide[..., 1::2].any()
+    finally:
+        sinpe.set_num_threads(before)
