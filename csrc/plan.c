@@ -44,8 +44,8 @@
  * that machine, plain stores 1.1-1.3x.  Fresh arrays (sinpe's own, that
  * large) are written plainly as well: they come straight from the OS,
  * whose page zeroing leaves their lines in the caches (65 ms instead of
- * 93 ms for 256 MB).  Not grids: their bands write each row in pieces,
- * one group at a time, and copy rows back from the caches (run.c). */
+ * 93 ms for 256 MB).  Not grids: their rows are copied from per-group
+ * tiles, or written in pieces group by group, while the band is cached. */
 #ifndef STREAM_MIN_BYTES /* overridable for measurements: -DSTREAM_MIN_BYTES=... */
 #define STREAM_MIN_BYTES ((double)(64 << 20))
 #endif

@@ -341,16 +341,17 @@ static void stream_row(const sinpe_pair_target *t, int ntargets, float *tmp, int
 }
 
 void sinpe_store_pairs(const sinpe_pair_target *targets, int ntargets, const sinpe_steps *steps,
-                       int r0, int r1, const double *s0, const double *c0, double *tmp)
+                       int r0, int r1, int blocks, const double *s0, const double *c0,
+                       double *tmp)
 {
     const sinpe_pairs *p = &targets[0].pairs;
     const ptrdiff_t stride = steps->stride;
     const double *cs = steps->c + r0 * stride, *ss = steps->s + r0 * stride;
-    if (r1 > SINPE_BLOCK_ROWS) { /* two whole blocks: the second's anchors at s0 + count */
+    if (blocks == 2) {
         if (ntargets == 1 && fast_targets(targets, 1) && !targets[0].fmt->streaming &&
             p->seconds == p->count) {
             table2_loops[targets[0].fmt->dtype][p->interleaved](
-                SINPE_BLOCK_ROWS, p->count, s0, c0, cs, ss, stride, targets[0].row,
+                r1 - r0, p->count, s0, c0, cs, ss, stride, targets[0].row,
                 targets[0].row_stride, p->first, p->second);
             return;
         }
@@ -359,9 +360,8 @@ void sinpe_store_pairs(const sinpe_pair_target *targets, int ntargets, const sin
             next[t] = targets[t];
             next[t].row += SINPE_BLOCK_ROWS * targets[t].row_stride;
         }
-        sinpe_store_pairs(targets, ntargets, steps, 0, SINPE_BLOCK_ROWS, s0, c0, tmp);
-        sinpe_store_pairs(next, ntargets, steps, 0, SINPE_BLOCK_ROWS, s0 + p->count,
-                          c0 + p->count, tmp);
+        sinpe_store_pairs(targets, ntargets, steps, r0, r1, 1, s0, c0, tmp);
+        sinpe_store_pairs(next, ntargets, steps, r0, r1, 1, s0 + p->count, c0 + p->count, tmp);
         return;
     }
     if (!fast_targets(targets, ntargets)) {
@@ -393,36 +393,6 @@ void sinpe_store_pairs(const sinpe_pair_target *targets, int ntargets, const sin
     for (int r = 0; p->seconds < p->count && r < r1 - r0; ++r) {
         lone_sines(p, targets[0].fmt->dtype, targets[0].row + r * targets[0].row_stride, p->first,
                    s0, c0, cs + r * stride, ss + r * stride);
-    }
-}
-
-/* count elements of a row from src to dst, at the format's column stride. */
-static void copy_columns(const sinpe_row_format *fmt, char *dst, const char *src,
-                         ptrdiff_t count)
-{
-    const size_t itemsize = sinpe_itemsize(fmt->dtype);
-    if (fmt->col_stride == (ptrdiff_t)itemsize) {
-        memmove(dst, src, (size_t)count * itemsize); /* memmove: zero-stride views alias */
-        return;
-    }
-    for (ptrdiff_t j = 0; j < count; ++j) {
-        memmove(dst + j * fmt->col_stride, src + j * fmt->col_stride, itemsize);
-    }
-}
-
-void sinpe_copy_pairs(const sinpe_pair_target *t, const char *src, ptrdiff_t src_stride,
-                      ptrdiff_t rows)
-{
-    const sinpe_pairs *p = &t->pairs;
-    const ptrdiff_t cs = t->fmt->col_stride;
-    /* interleaved: count + seconds columns from first; split: two runs */
-    const ptrdiff_t firsts = p->interleaved ? p->count + p->seconds : p->count;
-    const ptrdiff_t seconds = p->interleaved ? 0 : p->seconds;
-    for (ptrdiff_t q = 0; q < rows; ++q) {
-        char *dst = t->row + q * t->row_stride;
-        const char *from = src + q * src_stride;
-        copy_columns(t->fmt, dst + p->first * cs, from + p->first * cs, firsts);
-        copy_columns(t->fmt, dst + p->second * cs, from + p->second * cs, seconds);
     }
 }
 

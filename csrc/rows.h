@@ -47,24 +47,18 @@ typedef struct {
  * (same shape and frequencies): frequency j's values are sinpe_sin_value and
  * sinpe_cos_value of the anchors s0[j], c0[j] and the steps of the row,
  * computed once per frequency and row for every target.  The row loop is in
- * here so that the fast loop is entered once per block.  r0 = 0, r1 = 2 *
- * SINPE_BLOCK_ROWS: two whole blocks in a row, the second's anchors at
- * s0 + count, c0 + count, made in one pass over the steps.  tmp: scratch of
- * 4 * count doubles. */
+ * here so that the fast loop is entered once per block.  blocks = 2: also
+ * the same rows of the next block (anchors at s0 + count, c0 + count, rows
+ * SINPE_BLOCK_ROWS further on), made in the same pass over the steps.  tmp:
+ * scratch of 4 * count doubles. */
 void sinpe_store_pairs(const sinpe_pair_target *targets, int ntargets, const sinpe_steps *steps,
-                       int r0, int r1, const double *s0, const double *c0, double *tmp);
+                       int r0, int r1, int blocks, const double *s0, const double *c0,
+                       double *tmp);
 
 /* One row whose values are sin_v[j], cos_v[j] themselves (a position with no
  * block: non-integral), for one or two targets. */
 void sinpe_store_pair_values(const sinpe_pair_target *targets, int ntargets, const double *sin_v,
                              const double *cos_v);
-
-/* Rows 0 .. rows - 1 of a target take the pairs' columns, and only those,
- * from the rows at src (stride src_stride) of the same format: the copies
- * of a position (a grid's other axes) made once and copied.  Bytes are
- * copied, so any dtype, byte order and stride. */
-void sinpe_copy_pairs(const sinpe_pair_target *t, const char *src, ptrdiff_t src_stride,
-                      ptrdiff_t rows);
 
 /* Element i < count of a row run (dst) gets v[i * step] (step 0: one value
  * for all), rounded once: zeros, and values a row writer did not make. */

@@ -3,10 +3,13 @@
  *
  * Stores.  A chunk walks its outer rows in order.  Where positions count up
  * within a block (always for range positions, in runs for explicit ones),
- * the rows of a block are one call to rows.c's pair writer, with the
- * anchors computed once per block; the other copies of those positions
- * (a grid's other axes) are copied from the first.
- * Other rows (padding, non-integral positions) are written one at a time.
+ * the rows of a block (of two whole blocks of range positions: one pass
+ * over the steps) are one call to rows.c's pair writer, with the anchors
+ * computed once per block; a position with many copies (a grid's leading
+ * axis) holds its step row and strides over the copies.  Other rows
+ * (padding, non-integral positions) are written one at a time.  Grids into
+ * plain rows are assembled instead: each group's rows made once per band
+ * into a tile, then whole rows copied from the tiles (assemble_band).
  *
  * Adds.  A chunk makes the table rows of a range of positions, as elements
  * of the array's own dtype, in a tile of at most a few hundred KB per
@@ -194,66 +197,35 @@ static int position_of(const plan_t *plan, const group_t *g, ptrdiff_t i, int64_
 /* ------------------------------------------------------------------ */
 /* Stores. */
 
-/* The targets of tile [k0, k1) of group g, their rows at base[t] + q * stride[t]. */
-static int targets_of(const plan_t *plan, const group_t *g, ptrdiff_t k0, ptrdiff_t k1,
-                      char *const *base, const ptrdiff_t *stride, sinpe_pair_target *targets)
-{
-    for (int t = 0; t < plan->ntargets; ++t) {
-        targets[t] = (sinpe_pair_target){&plan->target[t].fmt, base[t], stride[t],
-                                         pairs_of(g, plan->target[t].kind, k0, k1)};
-    }
-    return plan->ntargets;
-}
-
-/* The unused columns of `rows` rows (tile 0 writes them). */
-static void store_zeros(const plan_t *plan, const group_t *g, char *const *base,
-                        const ptrdiff_t *stride, ptrdiff_t rows)
-{
-    ptrdiff_t zeros;
-    const ptrdiff_t col = unused_columns(g, &zeros);
-    for (int t = 0; zeros > 0 && t < plan->ntargets; ++t) {
-        const sinpe_row_format *fmt = &plan->target[t].fmt;
-        for (ptrdiff_t q = 0; q < rows; ++q) {
-            sinpe_store_values(fmt, base[t] + q * stride[t] + col * fmt->col_stride, &zero_value,
-                               0, zeros);
-        }
-    }
-}
-
 /* Rows r0 .. r1 - 1 of the steps into rows base[t] + q * stride[t] of every
  * target (RoPE's two caches in one pass), and on tile 0 the unused columns.
+ * blocks = 2: and the same rows of the next block, after them (rows.h).
  * is_int = 0: one row of a non-integral position, whose values are the
  * anchors themselves. */
 static void store_rows(const plan_t *plan, const group_t *g, const scratch_t *s, ptrdiff_t k0,
                        ptrdiff_t k1, char *const *base, const ptrdiff_t *stride,
-                       const sinpe_steps *steps, int r0, int r1, int is_int, int first_tile)
+                       const sinpe_steps *steps, int r0, int r1, int blocks, int is_int,
+                       int first_tile)
 {
     sinpe_pair_target targets[2];
-    const int n = targets_of(plan, g, k0, k1, base, stride, targets);
+    for (int t = 0; t < plan->ntargets; ++t) {
+        targets[t] = (sinpe_pair_target){&plan->target[t].fmt, base[t], stride[t],
+                                         pairs_of(g, plan->target[t].kind, k0, k1)};
+    }
     if (g->table != NULL && is_int) {
-        sinpe_store_pairs(targets, n, steps, r0, r1, s->sin, s->cos, s->tmp);
+        sinpe_store_pairs(targets, plan->ntargets, steps, r0, r1, blocks, s->sin, s->cos,
+                          s->tmp);
     } else if (g->table != NULL) {
-        sinpe_store_pair_values(targets, n, s->sin, s->cos);
+        sinpe_store_pair_values(targets, plan->ntargets, s->sin, s->cos);
     }
-    if (first_tile) {
-        store_zeros(plan, g, base, stride, r1 - r0);
-    }
-}
-
-/* Rows already stored by this chunk, once more: `rows` rows at base (stride
- * stride[t]) copied from the rows at from (stride from_stride[t]; 0: one
- * row to all), another copy of the same positions. */
-static void copy_rows(const plan_t *plan, const group_t *g, ptrdiff_t k0, ptrdiff_t k1,
-                      char *const *base, const ptrdiff_t *stride, char *const *from,
-                      const ptrdiff_t *from_stride, ptrdiff_t rows, int first_tile)
-{
-    sinpe_pair_target targets[2];
-    const int n = targets_of(plan, g, k0, k1, base, stride, targets);
-    for (int t = 0; g->table != NULL && rows > 0 && t < n; ++t) {
-        sinpe_copy_pairs(&targets[t], from[t], from_stride[t], rows);
-    }
-    if (first_tile) {
-        store_zeros(plan, g, base, stride, rows);
+    ptrdiff_t zeros;
+    const ptrdiff_t col = unused_columns(g, &zeros);
+    for (int t = 0; first_tile && zeros > 0 && t < plan->ntargets; ++t) {
+        const sinpe_row_format *fmt = &plan->target[t].fmt;
+        for (int q = 0; q < blocks * (r1 - r0); ++q) {
+            sinpe_store_values(fmt, base[t] + q * stride[t] + col * fmt->col_stride, &zero_value,
+                               0, zeros);
+        }
     }
 }
 
@@ -309,49 +281,46 @@ static void store_range(const plan_t *plan, const group_t *g, int worker, ptrdif
             have_anchor = 1, anchor_int = is_int, anchor_p0 = p0, anchor_x = x;
         }
         const int r = (int)(p - p0);
-        int run = is_int ? block_run(plan, g, i, i1, p, r, &oc) : 0;
+        int run = is_int ? block_run(plan, g, i, i1, p, r, &oc) : 0, blocks = 1;
         if (run == SINPE_BLOCK_ROWS && g->axis >= 0 && g->table != NULL &&
             i + 2 * SINPE_BLOCK_ROWS <= i1) { /* and the next block: one pass over the steps */
             sinpe_anchor_sincos(g->table, p0 + SINPE_BLOCK_ROWS, k0, k1, s.sin + (k1 - k0),
                                 s.cos + (k1 - k0));
             run = 2 * SINPE_BLOCK_ROWS;
+            blocks = 2;
             have_anchor = 0;
         }
         if (run > 0) {
-            /* rows i .. i + run - 1: positions p .. p + run - 1 of one
-             * block (or two), stored at the first inner copy and copied to the
-             * others (a grid's other axes): a copy costs less than
-             * making the values again, and has their bits.  One position
-             * copies along the innermost inner axis in one call. */
-            char *made[2];
+            /* rows i .. i + run - 1: positions p .. p + run - 1 of one block (or two) */
             cursor_seek(&g->inner, &ic, j0);
             for (ptrdiff_t j = j0; j < j1;) {
+                /* One position and many copies (a grid's leading axis): one
+                 * call per run of copies along the innermost inner axis,
+                 * with the step row held (stride 0). */
                 const ptrdiff_t copies =
                     run == 1 && inner_last >= 0
-                        ? min_ptrdiff(j1 - j, g->inner.shape[inner_last] - ic.index[inner_last])
+                        ? min_ptrdiff(min_ptrdiff(j1 - j, 1 << 20),
+                                      g->inner.shape[inner_last] - ic.index[inner_last])
                         : 1;
                 for (int t = 0; t < plan->ntargets; ++t) {
                     base[t] = plan->target[t].data + oc.off[t] + ic.off[t];
                     stride[t] = copies > 1 ? g->inner.bstride[t][inner_last]
                                            : g->outer.bstride[t][last];
                 }
-                const int first = j == j0;
-                if (first) {
-                    store_rows(plan, g, &s, k0, k1, base, stride, &steps, r, r + run, 1,
-                               first_tile);
-                    for (int t = 0; t < plan->ntargets; ++t) {
-                        made[t] = base[t];
+                if (copies > 1) {
+                    sinpe_steps held = steps;
+                    if (g->table != NULL) {
+                        held.c += r * steps.stride;
+                        held.s += r * steps.stride;
                     }
+                    held.stride = 0;
+                    store_rows(plan, g, &s, k0, k1, base, stride, &held, 0, (int)copies, 1, 1,
+                               first_tile);
+                } else {
+                    store_rows(plan, g, &s, k0, k1, base, stride, &steps, r, r + run / blocks,
+                               blocks, 1,
+                               first_tile);
                 }
-                /* the rest of a run of copies from one row, or a run's rows */
-                const ptrdiff_t rows = copies > 1 ? copies - first : first ? 0 : run;
-                char *to[2];
-                ptrdiff_t from_stride[2];
-                for (int t = 0; t < plan->ntargets; ++t) {
-                    to[t] = base[t] + (copies > 1 ? first * stride[t] : 0);
-                    from_stride[t] = copies > 1 ? 0 : stride[t];
-                }
-                copy_rows(plan, g, k0, k1, to, stride, made, from_stride, rows, first_tile);
                 cursor_advance(&g->inner, &ic, copies);
                 j += copies;
             }
@@ -367,7 +336,7 @@ static void store_range(const plan_t *plan, const group_t *g, int worker, ptrdif
                 stride[t] = 0;
             }
             if (plan->padding == NULL || !plan->padding[oc.flat + ic.flat]) {
-                store_rows(plan, g, &s, k0, k1, base, stride, &steps, r, r + 1, is_int,
+                store_rows(plan, g, &s, k0, k1, base, stride, &steps, r, r + 1, 1, is_int,
                            first_tile);
                 continue;
             }
@@ -477,7 +446,7 @@ static void fill_tile(const plan_t *plan, const group_t *g, int worker, ptrdiff_
         const int r1 = (int)min_ptrdiff(SINPE_BLOCK_ROWS, first + rows - p0);
         anchor(g, &s, k0, k1, 1, p0, 0.0);
         target.row = base + (p - first) * t->row_bytes;
-        sinpe_store_pairs(&target, 1, &steps, r0, r1, s.sin, s.cos, s.tmp);
+        sinpe_store_pairs(&target, 1, &steps, r0, r1, 1, s.sin, s.cos, s.tmp);
         p = p0 + r1;
     }
 }
@@ -618,20 +587,31 @@ static void add_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_t
 /* Group i's outer range [o[0], o[1]) and inner range [j[0], j[1]) in band
  * `band`: fixed indices on the axes before band_axis, a span of it, every
  * index of the axes after it. */
+/* Band `band`'s first row, as its index on every row axis (0 after
+ * band_axis); returns the end of its span of band_axis. */
+static ptrdiff_t band_start(const plan_t *plan, ptrdiff_t band, ptrdiff_t *index)
+{
+    const int q = plan->band_axis;
+    const ptrdiff_t *shape = plan->row_shape;
+    ptrdiff_t lead = band / plan->spans;
+    for (int k = plan->row_axes - 1; k > q; --k) {
+        index[k] = 0;
+    }
+    index[q] = band % plan->spans * plan->span;
+    for (int k = q - 1; k >= 0; --k) {
+        index[k] = lead % shape[k];
+        lead /= shape[k];
+    }
+    return min_ptrdiff(index[q] + plan->span, shape[q]);
+}
+
 static void band_ranges(const plan_t *plan, const group_t *g, ptrdiff_t band, ptrdiff_t o[2],
                         ptrdiff_t j[2])
 {
     const int q = plan->band_axis, a = g->axis, r = plan->row_axes;
     const ptrdiff_t *shape = plan->row_shape;
-    ptrdiff_t lead = band / plan->spans;
-    const ptrdiff_t q0 = band % plan->spans * plan->span;
-    const ptrdiff_t q1 = min_ptrdiff(q0 + plan->span, shape[q]);
     ptrdiff_t index[SINPE_MAX_DIMS];
-    for (int k = q - 1; k >= 0; --k) {
-        index[k] = lead % shape[k];
-        lead /= shape[k];
-    }
-    index[q] = q0;
+    const ptrdiff_t q1 = band_start(plan, band, index), q0 = index[q];
     /* C-order strides of the inner axes (every axis but a), and the rows a
      * band holds after axis q */
     ptrdiff_t stride = 1, start = 0, trailing = 1;
@@ -674,21 +654,12 @@ static void assemble_band(const plan_t *plan, int worker, ptrdiff_t band)
         lo[i] = o[0];
     }
     const int q = plan->band_axis, r = plan->row_axes;
-    const ptrdiff_t *shape = plan->row_shape;
-    const ptrdiff_t q0 = band % plan->spans * plan->span;
-    const ptrdiff_t q1 = min_ptrdiff(q0 + plan->span, shape[q]);
-    ptrdiff_t index[SINPE_MAX_DIMS], trailing = 1, lead = band / plan->spans;
+    ptrdiff_t index[SINPE_MAX_DIMS], rows = band_start(plan, band, index) - index[q];
     for (int k = r - 1; k > q; --k) {
-        index[k] = 0;
-        trailing *= shape[k];
-    }
-    index[q] = q0;
-    for (int k = q - 1; k >= 0; --k) {
-        index[k] = lead % shape[k];
-        lead /= shape[k];
+        rows *= plan->row_shape[k];
     }
     const size_t itemsize = tiles[0].itemsize;
-    for (ptrdiff_t f = 0; f < (q1 - q0) * trailing; ++f) {
+    for (ptrdiff_t f = 0; f < rows; ++f) {
         char *row = plan->target[0].data;
         for (int k = 0; k < r; ++k) {
             row += index[k] * plan->row_bstride[k];
@@ -702,7 +673,7 @@ static void assemble_band(const plan_t *plan, int worker, ptrdiff_t band)
                        (size_t)t->runs[u].count * itemsize);
             }
         }
-        for (int k = r - 1; k >= 0 && ++index[k] == shape[k]; --k) { /* the next row */
+        for (int k = r - 1; k >= 0 && ++index[k] == plan->row_shape[k]; --k) { /* the next row */
             index[k] = 0;
         }
     }
