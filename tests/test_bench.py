@@ -1,8 +1,18 @@
 """The bench's report: its first line says which CPU and SIMD level the figures are from."""
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
 import sinpe
 import sinpe.bench as bench
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_first_line_names_the_cpu_and_the_simd_level(monkeypatch, capsys):
@@ -16,3 +26,24 @@ def test_first_line_names_the_cpu_and_the_simd_level(monkeypatch, capsys):
 def test_simd_level_is_one_the_clones_know():
     assert sinpe._core._simd_level in {"AVX-512", "AVX2", "x86-64 baseline",
                                        "portable C (no SIMD clones)"}
+
+
+def test_floor_script_times_every_loop_and_both_formulas_keep_the_float32_promise(tmp_path):
+    """scripts/floor.sh (the README's floor figures) builds and runs, and the two
+    formulas it times stay within the measured worst the numerics allow (0.6 of
+    2**-24, the measured worst being 0.5 today)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("scripts/floor.sh needs gcc")
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # not under ASan
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "floor.sh"), "64", "3"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False, env=env)
+    assert proc.returncode == 0, proc.stderr
+    builds = proc.stdout.split("== ")[1:]
+    assert [b.split(" ", 1)[0] for b in builds] == ["no", "FMA"], proc.stdout
+    for build in builds:
+        for loop in ("fill", "convert", "product", "recurrence/8", "recurrence/32",
+                     "its rows only"):
+            assert re.search(rf"^  {re.escape(loop)} +[0-9.]+ ms", build, re.MULTILINE), (loop, build)
+        errors = re.search(r"worst float32 error \(units of 2\*\*-24\): (.*)", build).group(1)
+        worst = [float(v) for v in re.findall(r"(\d+\.\d+)", errors)]
+        assert len(worst) == 3 and all(0.0 < w <= 0.6 for w in worst), errors
