@@ -378,17 +378,27 @@ static int plan_assembly(plan_t *plan, const sinpe_array *out)
     if (!plain) {
         return SINPE_OK;
     }
-    size_t bytes = 0;
+    /* Overflow-checked: a view with zero strides can describe far more
+     * rows than memory holds (such a call fails here, as NOMEM). */
+    size_t bytes = 0, group_bytes, all_bytes;
+    int overflow = 0;
     for (int i = 0; i < plan->ngroups; ++i) {
         group_t *g = &plan->groups[i];
         const ptrdiff_t rows = g->axis < plan->band_axis    ? 1
                                : g->axis == plan->band_axis ? plan->span
                                                             : out->shape[g->axis];
         g->tile_at = bytes;
-        bytes += ((size_t)rows * (size_t)g->width * itemsize + 63) / 64 * 64;
+        overflow |= __builtin_mul_overflow((size_t)rows, (size_t)g->width * itemsize,
+                                           &group_bytes);
+        overflow |= __builtin_add_overflow(group_bytes, 63, &group_bytes); /* whole lines */
+        overflow |= __builtin_add_overflow(bytes, group_bytes - group_bytes % 64, &bytes);
+    }
+    overflow |= __builtin_mul_overflow((size_t)plan->threads, bytes, &all_bytes);
+    if (overflow) {
+        return SINPE_ERR_NOMEM;
     }
     plan->tile_bytes = bytes;
-    plan->tiles = malloc((size_t)plan->threads * bytes);
+    plan->tiles = malloc(all_bytes);
     plan->held = malloc((size_t)plan->threads * (size_t)plan->ngroups * 2 * sizeof(ptrdiff_t));
     if (plan->tiles == NULL || plan->held == NULL) {
         return SINPE_ERR_NOMEM;

@@ -584,9 +584,6 @@ static void add_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_t
 /* ------------------------------------------------------------------ */
 /* Bands (grids). */
 
-/* Group i's outer range [o[0], o[1]) and inner range [j[0], j[1]) in band
- * `band`: fixed indices on the axes before band_axis, a span of it, every
- * index of the axes after it. */
 /* Band `band`'s first row, as its index on every row axis (0 after
  * band_axis); returns the end of its span of band_axis. */
 static ptrdiff_t band_start(const plan_t *plan, ptrdiff_t band, ptrdiff_t *index)
@@ -605,6 +602,9 @@ static ptrdiff_t band_start(const plan_t *plan, ptrdiff_t band, ptrdiff_t *index
     return min_ptrdiff(index[q] + plan->span, shape[q]);
 }
 
+/* Group g's outer range [o[0], o[1]) and inner range [j[0], j[1]) in band
+ * `band`: fixed indices on the axes before band_axis, a span of it, every
+ * index of the axes after it. */
 static void band_ranges(const plan_t *plan, const group_t *g, ptrdiff_t band, ptrdiff_t o[2],
                         ptrdiff_t j[2])
 {

@@ -10,7 +10,7 @@ trap 'rm -rf "$work"' EXIT
 lscpu | grep -m1 'Model name' || true
 # The SIMD level sinpe's clones would pick here (generic tuning, as theirs);
 # elsewhere the compiler's default, and FMA where the target has it.
-simd=-O3 fma=
+simd= fma=
 if [ "$(uname -m)" = x86_64 ]; then
     simd=-mavx2 fma=-mfma
     grep -q avx512f /proc/cpuinfo 2>/dev/null && simd=-mavx512f
@@ -18,8 +18,8 @@ fi
 for variant in "no FMA:-ffp-contract=off" "FMA:$fma -ffp-contract=fast"; do
     name=${variant%%:*}
     flags=${variant#*:}
-    # shellcheck disable=SC2086  # flags are words
-    gcc -O3 "$simd" $flags -std=c11 -D_POSIX_C_SOURCE=200809L \
+    # shellcheck disable=SC2086  # flags are words (or none)
+    gcc -O3 $simd $flags -std=c11 -D_POSIX_C_SOURCE=200809L \
         -o "$work/floor" "$here/floor.c" -lm
     echo "== $name ($simd $flags)"
     if command -v taskset >/dev/null; then
