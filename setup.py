@@ -3,28 +3,50 @@ from glob import glob
 
 import numpy
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 # Portable flags only: a wheel must run on any x86-64/aarch64, so no
-# -march=native.  -ffp-contract=off keeps a*b+c*d from being fused
-# differently in different loops, so every path gives the same bits.
-compile_args = ["-O3", "-std=c11", "-ffp-contract=off", "-fno-math-errno"]
+# -march=native; the SIMD loops are compiled per level and chosen at run time
+# (csrc/loops_*.c, csrc/dispatch.c).  No contraction of a*b+c into an FMA
+# (-ffp-contract=off, MSVC's /fp:precise), so every path gives the same bits.
+FLAGS = {
+    "unix": ["-O3", "-std=c11", "-ffp-contract=off", "-fno-math-errno"],
+    "mingw32": ["-O3", "-std=c11", "-ffp-contract=off", "-fno-math-errno"],
+    "msvc": ["/O2", "/std:c11", "/fp:precise"],
+}
+# GCC and Clang get a level file's instructions from its pragmas; MSVC has
+# no such pragma and needs the flag on the file.
+LEVEL_FLAGS = {
+    "msvc": {"csrc/loops_avx2.c": ["/arch:AVX2"], "csrc/loops_avx512.c": ["/arch:AVX512"]},
+}
+
+
+class BuildExt(build_ext):
+    """Flags by compiler type, and the per-file flags of the SIMD levels."""
+
+    def build_extension(self, ext):
+        kind = self.compiler.compiler_type
+        ext.extra_compile_args = FLAGS.get(kind, FLAGS["unix"])
+        per_file = LEVEL_FLAGS.get(kind, {})
+        if "msvc" == kind and self.plat_name in ("win-arm64", "win32"):
+            per_file = {}  # no x86-64 levels to build there
+        for source, flags in per_file.items():
+            if source in ext.sources:
+                ext.sources = [s for s in ext.sources if s != source]
+                ext.extra_objects = list(ext.extra_objects or []) + self.compiler.compile(
+                    [source], output_dir=self.build_temp, macros=ext.define_macros,
+                    include_dirs=ext.include_dirs, extra_postargs=ext.extra_compile_args + flags,
+                    depends=ext.depends, debug=self.debug)
+        super().build_extension(ext)
+
 
 core = Extension(
     "sinpe._core",
-    sources=[
-        "csrc/module.c",
-        "csrc/args.c",
-        "csrc/plan.c",
-        "csrc/run.c",
-        "csrc/rows.c",
-        "csrc/table.c",
-        "csrc/threads.c",
-    ],
+    sources=sorted(glob("csrc/*.c")),
     # headers too, so that changing one rebuilds the files that include it
     depends=sorted(glob("csrc/*.h")),
     include_dirs=["csrc", numpy.get_include()],
     define_macros=[("NPY_TARGET_VERSION", "NPY_1_23_API_VERSION")],
-    extra_compile_args=compile_args,
 )
 
-setup(ext_modules=[core])
+setup(ext_modules=[core], cmdclass={"build_ext": BuildExt})

@@ -9,6 +9,8 @@
 #ifndef SINPE_ELEMENTS_H
 #define SINPE_ELEMENTS_H
 
+#include "platform.h"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -35,14 +37,14 @@ static inline void sinpe_store_elem(char *dst, sinpe_dtype dtype, int swapped, d
         const float narrow = (float)value;
         uint32_t bits;
         memcpy(&bits, &narrow, 4);
-        if (swapped) bits = __builtin_bswap32(bits);
+        if (swapped) bits = sinpe_bswap32(bits);
         memcpy(dst, &bits, 4);
         break;
     }
     case SINPE_FLOAT64: {
         uint64_t bits;
         memcpy(&bits, &value, 8);
-        if (swapped) bits = __builtin_bswap64(bits);
+        if (swapped) bits = sinpe_bswap64(bits);
         memcpy(dst, &bits, 8);
         break;
     }
@@ -62,7 +64,7 @@ static inline double sinpe_load_elem(const char *src, sinpe_dtype dtype, int swa
     case SINPE_FLOAT32: {
         uint32_t bits;
         memcpy(&bits, src, 4);
-        if (swapped) bits = __builtin_bswap32(bits);
+        if (swapped) bits = sinpe_bswap32(bits);
         float narrow;
         memcpy(&narrow, &bits, 4);
         return narrow;
@@ -71,7 +73,7 @@ static inline double sinpe_load_elem(const char *src, sinpe_dtype dtype, int swa
     default: {
         uint64_t bits;
         memcpy(&bits, src, 8);
-        if (swapped) bits = __builtin_bswap64(bits);
+        if (swapped) bits = sinpe_bswap64(bits);
         double wide;
         memcpy(&wide, &bits, 8);
         return wide;

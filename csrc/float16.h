@@ -17,6 +17,8 @@
 #ifndef SINPE_FLOAT16_H
 #define SINPE_FLOAT16_H
 
+#include "platform.h"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -41,7 +43,7 @@ static inline float sinpe_float_odd(double value)
 {
     const float f = (float)value;
     const uint32_t inexact = (double)f != value && value == value;
-    const uint32_t above = __builtin_fabs((double)f) > __builtin_fabs(value);
+    const uint32_t above = sinpe_fabs((double)f) > sinpe_fabs(value);
     return sinpe_bits_float((sinpe_float_bits(f) - (inexact & above)) | inexact);
 }
 

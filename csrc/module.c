@@ -7,7 +7,6 @@
 #define SINPE_IMPORTS_NUMPY
 #include "args.h"
 #include "docstrings.h"
-#include "rows.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -439,6 +438,67 @@ static int threads_from_environment(void)
     return 0;
 }
 
+/* SINPE_SIMD, applied at import: a name that is not a level, or a level
+ * this CPU lacks, warns and the best available level runs instead. */
+static int simd_from_environment(void)
+{
+    const char *text = getenv("SINPE_SIMD");
+    if (sinpe_simd_select(text) == SINPE_OK) {
+        return 0;
+    }
+    return PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                            "ignoring SINPE_SIMD=%.100s: expected one of baseline, avx2, avx512 "
+                            "that this CPU has; using %s",
+                            text, sinpe_simd_name(sinpe_simd_level()));
+}
+
+/* The SIMD level in use and the levels this CPU has, by name (show_config). */
+static PyObject *simd_levels(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(unused))
+{
+    PyObject *available = PyList_New(0);
+    for (int level = 0; available != NULL && level < SINPE_SIMD_LEVELS; ++level) {
+        PyObject *name = sinpe_simd_available(level)
+                             ? PyUnicode_FromString(sinpe_simd_name(level))
+                             : NULL;
+        if (sinpe_simd_available(level) && (name == NULL || PyList_Append(available, name) < 0)) {
+            Py_CLEAR(available);
+        }
+        Py_XDECREF(name);
+    }
+    if (available == NULL) {
+        return NULL;
+    }
+    return Py_BuildValue("(sN)", sinpe_simd_name(sinpe_simd_level()), available);
+}
+
+/* Runs the loops of another level from now on (tests compare the levels'
+ * bits in one process); True if the CPU has it, else the best level runs
+ * and the result is False. */
+static PyObject *select_simd(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (name == NULL) {
+        return NULL;
+    }
+    return PyBool_FromLong(sinpe_simd_select(name) == SINPE_OK);
+}
+
+/* The compiler that built the extension, as show_config reports it. */
+static const char *compiler_name(void)
+{
+#if defined(__clang__)
+    return "clang " __clang_version__;
+#elif defined(__GNUC__)
+    return "gcc " __VERSION__;
+#elif defined(_MSC_VER)
+#define SINPE_STRINGIFY(x) #x
+#define SINPE_VERSION_TEXT(x) SINPE_STRINGIFY(x)
+    return "MSVC " SINPE_VERSION_TEXT(_MSC_FULL_VER);
+#else
+    return "unknown C compiler";
+#endif
+}
+
 #define KEYWORDS_METHOD(name) \
     {#name, (PyCFunction)(void (*)(void))name, METH_VARARGS | METH_KEYWORDS, name##_doc}
 
@@ -450,6 +510,10 @@ static PyMethodDef core_methods[] = {
     KEYWORDS_METHOD(encode_grid),
     {"set_num_threads", set_num_threads, METH_O, set_num_threads_doc},
     {"get_num_threads", get_num_threads, METH_NOARGS, get_num_threads_doc},
+    {"_simd_levels", simd_levels, METH_NOARGS,
+     "_simd_levels()\n--\n\n(level in use, [levels this CPU has]), by SINPE_SIMD's names."},
+    {"_select_simd", select_simd, METH_O,
+     "_select_simd(level, /)\n--\n\nRuns another SIMD level's loops from now on (tests)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -471,9 +535,9 @@ static int core_exec(PyObject *module)
         PyModule_AddIntConstant(module, "MAX_THREADS", SINPE_MAX_THREADS) < 0 ||
         add_float(module, "MIN_BASE", SINPE_MIN_BASE) < 0 ||
         add_float(module, "MAX_BASE", SINPE_MAX_BASE) < 0 ||
-        PyModule_AddStringConstant(module, "_simd_level", sinpe_simd_level()) < 0 ||
+        PyModule_AddStringConstant(module, "_compiler", compiler_name()) < 0 ||
         sinpe_find_main_thread() < 0 ||
-        threads_from_environment() < 0) {
+        threads_from_environment() < 0 || simd_from_environment() < 0) {
         return -1;
     }
     return 0;

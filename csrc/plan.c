@@ -5,8 +5,10 @@
  * can stop the call.  The cut, the one place where a call is split into
  * chunks, threads, streaming stores and cancel points, is `cut` below.
  */
-#include "plan.h"
+#include "platform.h"
+
 #include "elements.h"
+#include "plan.h"
 #include "threads.h"
 
 #include <math.h>
@@ -388,12 +390,11 @@ static int plan_assembly(plan_t *plan, const sinpe_array *out)
                                : g->axis == plan->band_axis ? plan->span
                                                             : out->shape[g->axis];
         g->tile_at = bytes;
-        overflow |= __builtin_mul_overflow((size_t)rows, (size_t)g->width * itemsize,
-                                           &group_bytes);
-        overflow |= __builtin_add_overflow(group_bytes, 63, &group_bytes); /* whole lines */
-        overflow |= __builtin_add_overflow(bytes, group_bytes - group_bytes % 64, &bytes);
+        overflow |= sinpe_mul_overflow((size_t)rows, (size_t)g->width * itemsize, &group_bytes);
+        overflow |= sinpe_add_overflow(group_bytes, 63, &group_bytes); /* whole lines */
+        overflow |= sinpe_add_overflow(bytes, group_bytes - group_bytes % 64, &bytes);
     }
-    overflow |= __builtin_mul_overflow((size_t)plan->threads, bytes, &all_bytes);
+    overflow |= sinpe_mul_overflow((size_t)plan->threads, bytes, &all_bytes);
     if (overflow) {
         return SINPE_ERR_NOMEM;
     }
@@ -482,8 +483,8 @@ static int plan_make(plan_t **out_plan, const sinpe_plan *p, const sinpe_array *
     ptrdiff_t rows = 1, elements = d;
     int overflow = 0, empty = d == 0;
     for (int i = 0; i < nrow_axes; ++i) {
-        overflow |= __builtin_mul_overflow(rows, out->shape[i], &rows);
-        overflow |= __builtin_mul_overflow(elements, out->shape[i], &elements);
+        overflow |= sinpe_mul_overflow_ptrdiff(rows, out->shape[i], &rows);
+        overflow |= sinpe_mul_overflow_ptrdiff(elements, out->shape[i], &elements);
         empty |= out->shape[i] == 0;
     }
     /* zero strides let a view describe more elements than ptrdiff_t counts */

@@ -73,7 +73,4 @@ void sinpe_store_values(const sinpe_row_format *fmt, char *dst, const double *v,
 void sinpe_add_rows(const sinpe_row_format *fmt, char *dst, ptrdiff_t dst_stride, const char *src,
                     ptrdiff_t src_stride, ptrdiff_t rows, ptrdiff_t count, double scale);
 
-/* The SIMD level whose clones run here: "AVX-512", "AVX2", ... */
-const char *sinpe_simd_level(void);
-
 #endif /* SINPE_ROWS_H */

@@ -28,8 +28,10 @@
  * and lands where the layout wants it.  A non-integral position has no
  * block: its sin/cos are computed directly and stored as they are.
  */
-#include "plan.h"
+#include "platform.h"
+
 #include "elements.h"
+#include "plan.h"
 #include "sincos.h"
 
 #include <math.h>

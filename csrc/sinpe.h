@@ -182,6 +182,28 @@ int sinpe_run(const sinpe_plan *plan, const sinpe_array *out, const sinpe_array 
 int sinpe_set_num_threads(int threads);
 int sinpe_get_num_threads(void);
 
+/* SIMD levels.  Every hot loop is compiled once per level and one level is
+ * chosen for the process: by default the best the CPU (and the OS) support,
+ * or the one the environment variable SINPE_SIMD names ("baseline", "avx2",
+ * "avx512"), read at the first call.  Every level gives the same bits; the
+ * choice changes only speed.  aarch64 has one level, the baseline (NEON). */
+enum { SINPE_SIMD_BASELINE = 0, SINPE_SIMD_AVX2 = 1, SINPE_SIMD_AVX512 = 2, SINPE_SIMD_LEVELS = 3 };
+
+/* Chooses the level by name (NULL or "": the best available), at any time
+ * and from any thread; calls already running finish on the level they
+ * started with.  Returns SINPE_OK, or SINPE_ERR_INVALID when the name is
+ * unknown or the CPU lacks that level: then the best available level is
+ * chosen instead, never one the CPU lacks. */
+int sinpe_simd_select(const char *level);
+
+/* The level in use (SINPE_SIMD_*), and whether the CPU has a level. */
+int sinpe_simd_level(void);
+int sinpe_simd_available(int level);
+
+/* A level's name as SINPE_SIMD spells it ("baseline", "avx2", "avx512"),
+ * or NULL for a number that is not a level. */
+const char *sinpe_simd_name(int level);
+
 #ifdef __cplusplus
 }
 #endif

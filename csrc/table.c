@@ -8,9 +8,10 @@
  * built for (n, d) serves every later call and thread; a mutex guards only
  * the lookup and the reference count.
  */
+#include "platform.h"
+
+#include "kernels.h"
 #include "table.h"
-#include "simd.h"
-#include "sincos.h"
 #include "threads.h"
 
 #include <math.h>
@@ -59,12 +60,9 @@ static sinpe_table *table_alloc(ptrdiff_t nfreq)
 }
 
 /* Step row r of frequencies freq[0 .. count): cos and sin of r * freq[k]. */
-SINPE_CLONES
 static void fill_step_row(const double *freq, ptrdiff_t count, int r, double *c, double *s)
 {
-    for (ptrdiff_t k = 0; k < count; ++k) {
-        sinpe_sincos((double)r * freq[k], &s[k], &c[k]);
-    }
+    sinpe_kernels_active()->sincos(freq, (double)r, count, s, c);
 }
 
 static void fill_all_steps(sinpe_table *table)
@@ -317,22 +315,8 @@ void sinpe_table_cache_postfork(void)
 /* ------------------------------------------------------------------ */
 /* Anchors and values. */
 
-/* The cloned loop is static, reached through a plain external wrapper:
- * Clang 14 does not resolve target_clones functions called from another
- * translation unit. */
-SINPE_CLONES
-static void anchor_sincos(const sinpe_table *table, int64_t p0, ptrdiff_t k0, ptrdiff_t k1,
-                          double *sin_out, double *cos_out)
-{
-    const double *freq = table->freq + k0;
-    const double position = (double)p0;
-    for (ptrdiff_t k = 0; k < k1 - k0; ++k) {
-        sinpe_sincos(position * freq[k], &sin_out[k], &cos_out[k]);
-    }
-}
-
 void sinpe_anchor_sincos(const sinpe_table *table, int64_t p0, ptrdiff_t k0, ptrdiff_t k1,
                          double *sin_out, double *cos_out)
 {
-    anchor_sincos(table, p0, k0, k1, sin_out, cos_out);
+    sinpe_kernels_active()->sincos(table->freq + k0, (double)p0, k1 - k0, sin_out, cos_out);
 }

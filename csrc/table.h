@@ -73,7 +73,11 @@ static inline double sinpe_sin_value(double s0, double c0, double c, double s)
 
 static inline double sinpe_cos_value(double s0, double c0, double c, double s)
 {
-    return c0 * c - s0 * s;
+    /* c0 * c - s0 * s, written as a sum: the same bits, but GCC 12's
+     * vectoriser fuses an interleaved "add here, subtract there" of products
+     * into vfmsubadd (an FMA) even under -ffp-contract=off, which changed the
+     * AVX-512 loops' bits; a sum of products has no such pattern. */
+    return c0 * c + (-s0) * s;
 }
 
 /* The block start of position p: floor(p / SINPE_BLOCK_ROWS) * SINPE_BLOCK_ROWS. */

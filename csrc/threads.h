@@ -1,28 +1,15 @@
 /*
- * Internal: a small persistent thread pool that runs the chunks of one call,
- * and the portable mutex wrapper the table cache uses.  Not public API.
+ * Internal: a small persistent thread pool that runs the chunks of one call.
+ * Not public API.  Its threads and locks are platform.h's.
  */
 #ifndef SINPE_THREADS_H
 #define SINPE_THREADS_H
 
+#include "platform.h"
+
 #include <stddef.h>
 
 #include "sinpe.h"
-
-#if defined(__unix__) || defined(__APPLE__)
-#include <pthread.h>
-#define SINPE_HAVE_PTHREADS 1
-typedef pthread_mutex_t sinpe_mutex;
-#define SINPE_MUTEX_INIT PTHREAD_MUTEX_INITIALIZER
-#define sinpe_mutex_lock(m) ((void)pthread_mutex_lock(m))
-#define sinpe_mutex_unlock(m) ((void)pthread_mutex_unlock(m))
-#else /* no threads: one call at a time is the caller's business */
-#define SINPE_HAVE_PTHREADS 0
-typedef int sinpe_mutex;
-#define SINPE_MUTEX_INIT 0
-#define sinpe_mutex_lock(m) ((void)(m))
-#define sinpe_mutex_unlock(m) ((void)(m))
-#endif
 
 /* Work of one call: fn(context, chunk, worker) for every chunk in
  * [0, chunks).  worker is 0 for the calling thread and 1 .. threads - 1 for
@@ -44,9 +31,9 @@ int sinpe_run_chunks(ptrdiff_t chunks, int threads, sinpe_chunk_fn fn, void *con
 int sinpe_threads_get(void);
 void sinpe_threads_set(int threads);
 
-/* Registers the fork handlers (once per process): every lock sinpe holds is
- * taken around fork() and the pool is forgotten in the child, whose helper
- * threads no longer exist.  Cheap after the first call. */
+/* Registers the fork handlers (once per process, where fork exists): every
+ * lock sinpe holds is taken around fork() and the pool is forgotten in the
+ * child, whose helper threads no longer exist.  Cheap after the first call. */
 void sinpe_threads_once(void);
 
 /* The table cache's fork hooks (table.c). */

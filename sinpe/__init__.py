@@ -40,6 +40,9 @@ except ModuleNotFoundError as _exc:
     raise ImportError(f"sinpe's compiled extension sinpe._core is missing: {_where}.") from None
 
 __version__ = "0.1.0"
+
+from sinpe._config import show_config  # noqa: E402  (needs __version__)
+
 __all__ = [
     "encode",
     "add_",
@@ -48,6 +51,7 @@ __all__ = [
     "encode_grid",
     "set_num_threads",
     "get_num_threads",
+    "show_config",
     "MAX_POSITION",
     "MIN_BASE",
     "MAX_BASE",

@@ -12,7 +12,10 @@ from numpy.typing import ArrayLike, DTypeLike, NDArray
 MAX_POSITION: Final[int]
 MIN_BASE: Final[float]
 MAX_BASE: Final[float]
-_simd_level: Final[str]  # which SIMD clones run here (the bench prints it)
+_compiler: Final[str]  # the compiler that built the kernels (show_config)
+
+def _simd_levels() -> tuple[str, list[str]]: ...  # (level in use, levels the CPU has)
+def _select_simd(level: str, /) -> bool: ...  # tests: run another level's loops
 MAX_THREADS: Final[int]
 
 _ArrayT = TypeVar("_ArrayT", bound=np.ndarray[Any, Any])

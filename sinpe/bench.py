@@ -40,6 +40,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 import sinpe
+from sinpe._config import simd_label
 from sinpe.reference import table_float64
 
 Timer = Callable[[], object]
@@ -323,6 +324,11 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+def _simd_label() -> str:
+    """The SIMD level sinpe's loops run at, as people say it ("AVX-512")."""
+    return simd_label(sinpe._core._simd_levels()[0])
+
+
 def _print_cpu(header: Dict[str, Any], file: Any) -> None:
     print(f"CPU: {header['cpu']}, sinpe's loops at {header['simd']}, {header['cpu_count']} CPUs",
           file=file)
@@ -393,7 +399,7 @@ def _header(args: argparse.Namespace, load_before: Optional[float], torch_versio
     return {
         "sinpe": sinpe.__version__, "sinpe_threads": sinpe.get_num_threads(),
         "numpy": np.__version__, "torch": torch_version, "torch_threads": torch_threads,
-        "cpu": _cpu_model(), "simd": sinpe._core._simd_level,
+        "cpu": _cpu_model(), "simd": _simd_label(), "config": sinpe.show_config(print_it=False),
         "cpu_count": os.cpu_count(), "machine": platform.machine(),
         "python": platform.python_version(), "quick": args.quick,
         "load_average": [load_before, _load_average()],

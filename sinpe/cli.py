@@ -215,6 +215,22 @@ def cmd_bench(argv: Sequence[str]) -> int:
 # -- parsing ----------------------------------------------------------------------
 
 
+def version_line() -> str:
+    """The version and show_config's essentials, on one line (bug reports)."""
+    config = sinpe.show_config(print_it=False)
+    return (f"sinpe {config['version']} ({config['simd_label']} loops, {config['threads']} "
+            f"threads, built by {config['compiler']}; sinpe.show_config() says more)")
+
+
+class _Version(argparse.Action):
+    """--version, printed unwrapped (argparse's own action wraps long lines)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: "str | None" = None) -> None:
+        print(version_line())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sinpe",
@@ -223,7 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 ok; 1 output not written (exists without --force, I/O or "
         "memory error); 2 bad arguments, or a command unavailable in this installation.",
     )
-    parser.add_argument("--version", action="version", version=f"sinpe {sinpe.__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="show the version and what this installation runs, then exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def table_arguments(sub: argparse.ArgumentParser) -> None:

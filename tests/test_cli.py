@@ -64,16 +64,24 @@ def test_installed_console_script_runs(tmp_path):
     proc = subprocess.run(
         [script, "--version"], cwd=tmp_path, capture_output=True, text=True, check=False
     )
-    assert (proc.returncode, proc.stdout.strip()) == (0, f"sinpe {sinpe.__version__}")
+    assert (proc.returncode, proc.stdout.strip()) == (0, version_line())
+
+
+def version_line() -> str:
+    """What --version prints: the version, then show_config's essentials."""
+    config = sinpe.show_config(print_it=False)
+    line = f"sinpe {sinpe.__version__} ({config['simd_label']} loops, "
+    return line + f"{config['threads']} threads, built by {config['compiler']}; " \
+        "sinpe.show_config() says more)"
 
 
 def test_version(tmp_path, capsys):
     proc = run("--version", cwd=tmp_path)
-    assert (proc.returncode, proc.stdout.strip()) == (0, f"sinpe {sinpe.__version__}")
+    assert (proc.returncode, proc.stdout.strip()) == (0, version_line())
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
     assert exit_info.value.code == 0
-    assert capsys.readouterr().out.strip() == f"sinpe {sinpe.__version__}"
+    assert capsys.readouterr().out.strip() == version_line()
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,7 @@ text: str = sinpe.get_num_threads()  # assignment
 def stub_functions() -> dict[str, list[ast.FunctionDef]]:
     functions: dict[str, list[ast.FunctionDef]] = {}
     for node in ast.parse(STUB.read_text()).body:
-        if isinstance(node, ast.FunctionDef):
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
             functions.setdefault(node.name, []).append(node)
     return functions
 

@@ -1,0 +1,58 @@
+"""``sinpe.show_config()``: what this installation runs, for bug reports and benchmarks."""
+from __future__ import annotations
+
+import platform
+import sys
+from typing import Any, Dict
+
+from sinpe import _core
+
+# SINPE_SIMD's names as people say them; the baseline depends on the CPU family
+_LEVEL_LABELS = {"avx2": "AVX2", "avx512": "AVX-512"}
+_BASELINE_LABELS = {"x86_64": "x86-64 baseline (SSE2)", "AMD64": "x86-64 baseline (SSE2)",
+                    "aarch64": "NEON", "arm64": "NEON", "ARM64": "NEON"}
+
+
+def simd_label(level: str) -> str:
+    """A level's name as people say it: "AVX-512", "AVX2", "NEON", ..."""
+    if level == "baseline":
+        machine = platform.machine()
+        return _BASELINE_LABELS.get(machine, f"{machine} baseline")
+    return _LEVEL_LABELS.get(level, level)
+
+
+def show_config(*, print_it: bool = True) -> Dict[str, Any]:
+    """Print and return sinpe's build and run-time configuration.
+
+    Like ``numpy.show_config()``: the version, the compiler that built the C
+    kernels, the SIMD level whose loops run (``simd``; the ``SINPE_SIMD``
+    environment variable can lower it) and the levels this CPU has, the
+    threads large calls use, and the platform.  Every SIMD level and thread
+    count gives the same bits; they change only speed.
+
+    >>> config = sinpe.show_config(print_it=False)
+    >>> config["simd"] in config["simd_available"]
+    True
+    """
+    from sinpe import __version__, get_num_threads
+
+    level, available = _core._simd_levels()
+    config = {
+        "version": __version__,
+        "compiler": _core._compiler,
+        "simd": level,
+        "simd_label": simd_label(level),
+        "simd_available": list(available),
+        "threads": get_num_threads(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python": f"{platform.python_implementation()} {platform.python_version()}"
+                  + (" (free-threaded)" if not getattr(sys, "_is_gil_enabled", lambda: True)()
+                     else ""),
+    }
+    if print_it:
+        width = max(map(len, config))
+        for key, value in config.items():
+            shown = ", ".join(value) if isinstance(value, list) else value
+            print(f"{key.ljust(width)}  {shown}")
+    return config

@@ -1,0 +1,193 @@
+"""SIMD levels: each hot loop is compiled per level and one level runs (the best the
+CPU has, or the one ``SINPE_SIMD`` names).  Every level must give the same bits, a
+bad ``SINPE_SIMD`` must warn and fall back (never run what the CPU lacks), and
+``show_config`` must say which level runs.
+
+The value checks of the suite run at the default level; ``test_value_checks_pass_
+at_every_other_level`` runs them again under each other level the CPU has."""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import sinpe
+from sinpe import _core
+
+try:
+    import ml_dtypes
+except ImportError:  # bfloat16 is optional
+    ml_dtypes = None
+
+TESTS = Path(__file__).resolve().parent
+LEVEL, AVAILABLE = _core._simd_levels()
+ALL_LEVELS = ["baseline", "avx2", "avx512"]
+
+
+@pytest.fixture
+def restore_level():
+    yield
+    assert _core._select_simd(LEVEL)
+
+
+def dtypes():
+    found = [np.float16, np.float32, np.float64]
+    return found + ([ml_dtypes.bfloat16] if ml_dtypes is not None else [])
+
+
+def outputs():
+    """Every path of the hot loops: tables (layouts, schedules, widths that end
+    in a lone sine, wide tables, offsets), explicit positions and padding, RoPE
+    caches, grids, adds (scales, batch-first and seq-first), in every dtype,
+    into plain and strided, byte-swapped memory."""
+    rng = np.random.default_rng(7)
+    for dtype in dtypes():
+        for layout in ("interleaved", "concatenated"):
+            yield sinpe.encode(150, 64, dtype=dtype, layout=layout, offset=-37)
+            yield sinpe.encode(70, 13, 500000.0, dtype=dtype, layout=layout,
+                               schedule="fairseq")
+            yield sinpe.rope(130, 48, dtype=dtype, layout=layout, offset=5)[0]
+            yield sinpe.rope(130, 48, dtype=dtype, layout=layout, offset=5)[1]
+        yield sinpe.encode(3, 4100, dtype=dtype)  # wide: step rows made per tile
+        yield sinpe.encode(40, 33, dtype=dtype, offset=2**24 - 40)
+        yield sinpe.encode_at(np.array([[3, 4, 5, 900], [-7, 0, 1, 2]]), 24, dtype=dtype,
+                              padding=np.array([[0, 0, 1, 0], [0, 1, 0, 0]], bool))
+        yield sinpe.encode_at(np.array([0.5, 2.0, 1e6 + 0.25]), 24, dtype=dtype)
+        yield sinpe.encode_grid((5, 6, 7), 48, dtype=dtype, layout="sines_first")
+        strided = np.zeros((90, 2 * 40 + 1), np.dtype(dtype).newbyteorder(">"))[:, 1::2]
+        yield sinpe.encode(90, 40, out=strided)
+        x = rng.standard_normal((3, 70, 32)).astype(dtype)
+        for scale in (1.0, 5.656854249492381):
+            yield sinpe.add_(x.copy(), scale=scale)
+            yield sinpe.add_(x.transpose(1, 0, 2).copy(), axis=0, scale=scale)
+        yield sinpe.add_(x.copy(), positions=rng.integers(0, 500, (3, 70)))
+
+
+def fingerprint() -> str:
+    digest = hashlib.sha256()
+    for a in outputs():
+        digest.update(np.ascontiguousarray(a).tobytes())
+    return digest.hexdigest()
+
+
+def test_the_level_in_use_is_the_best_the_cpu_has_and_shown_by_show_config(capsys):
+    assert AVAILABLE[0] == "baseline" and set(AVAILABLE) <= set(ALL_LEVELS)
+    assert LEVEL == AVAILABLE[-1] or "SINPE_SIMD" in os.environ
+    config = sinpe.show_config()
+    printed = {line.split()[0]: line.split(None, 1)[1] for line in
+               capsys.readouterr().out.splitlines()}
+    assert config["simd"] == LEVEL and config["simd_available"] == AVAILABLE
+    assert printed["simd"] == LEVEL and printed["simd_available"] == ", ".join(AVAILABLE)
+    assert printed["version"] == sinpe.__version__
+    assert printed["threads"] == str(sinpe.get_num_threads())
+    for key in ("compiler", "platform", "machine", "python"):
+        assert printed[key] == config[key]
+
+
+@pytest.mark.parametrize("level", AVAILABLE)
+def test_every_level_gives_the_same_bits(level, restore_level):
+    assert _core._select_simd("baseline")
+    reference = fingerprint()
+    assert _core._select_simd(level)
+    assert _core._simd_levels()[0] == level
+    assert fingerprint() == reference
+
+
+def test_the_fingerprint_sees_a_one_ulp_change(restore_level):
+    """The battery would catch a level that differs in a single bit."""
+    digest = hashlib.sha256()
+    for i, a in enumerate(outputs()):
+        a = np.ascontiguousarray(a).copy()
+        if i == 5:
+            a.view(np.uint8)[0] ^= 1
+        digest.update(a.tobytes())
+    assert digest.hexdigest() != fingerprint()
+
+
+@pytest.mark.parametrize("level", [lv for lv in ALL_LEVELS if lv not in AVAILABLE])
+def test_a_level_the_cpu_lacks_is_refused(level, restore_level):
+    assert not _core._select_simd(level)
+    assert _core._simd_levels()[0] == AVAILABLE[-1]
+
+
+def run_with(simd: str, code: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SINPE_SIMD": simd}
+    return subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True,
+                          text=True, timeout=120, check=False, env=env, cwd=TESTS)
+
+
+SHOW = "import sinpe; print(sinpe.show_config(print_it=False)['simd'])"
+
+
+@pytest.mark.parametrize("level", AVAILABLE)
+def test_sinpe_simd_chooses_a_level(level):
+    proc = run_with(level, SHOW)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.strip() == level
+
+
+@pytest.mark.parametrize("bad", ["avx1024", "AVX2 ", "sse", "0"]
+                         + [lv for lv in ALL_LEVELS if lv not in AVAILABLE])
+def test_a_bad_sinpe_simd_warns_once_and_runs_the_best_level(bad):
+    proc = run_with(bad, SHOW + "; import numpy; assert sinpe.encode(3, 4).shape == (3, 4)")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == AVAILABLE[-1]
+    assert proc.stderr.count("RuntimeWarning") == 1, proc.stderr
+    assert f"ignoring SINPE_SIMD={bad}" in proc.stderr
+
+
+def test_select_simd_is_safe_while_other_threads_compute(restore_level):
+    """Choosing a level while calls run: each call gives the same bits."""
+    import threading
+    want = sinpe.encode(3000, 256)
+    stop = threading.Event()
+
+    def flip():
+        while not stop.is_set():
+            for level in AVAILABLE:
+                _core._select_simd(level)
+
+    flipper = threading.Thread(target=flip)
+    flipper.start()
+    try:
+        for _ in range(20):
+            assert np.array_equal(sinpe.encode(3000, 256), want)
+    finally:
+        stop.set()
+        flipper.join()
+
+
+VALUE_CHECKS = ["test_accuracy.py", "test_properties.py", "test_paths.py", "test_out.py",
+                "test_bfloat16.py", "test_variants.py"]
+
+
+@pytest.mark.parametrize("level", [lv for lv in AVAILABLE if lv != LEVEL])
+def test_value_checks_pass_at_every_other_level(level, tmp_path):
+    """The suite's value checks again, under SINPE_SIMD=level (the rest of the
+    suite runs at the default level)."""
+    import os
+    env = {**os.environ, "SINPE_SIMD": level}
+    paths = [str(TESTS / name) for name in VALUE_CHECKS]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         f"--rootdir={TESTS.parent}", *paths],
+        cwd=tmp_path,  # not a source tree: the installed sinpe runs
+        env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout.splitlines()[-1]
+
+
+def test_no_warning_at_import_without_sinpe_simd():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        proc = subprocess.run([sys.executable, "-W", "error", "-c", "import sinpe"],
+                              capture_output=True, text=True, timeout=60, check=False,
+                              env={k: v for k, v in os.environ.items() if k != "SINPE_SIMD"},
+                              cwd=TESTS)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
