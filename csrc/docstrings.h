@@ -342,4 +342,17 @@ PyDoc_STRVAR(get_num_threads_doc,
 "\n"
 "The number of threads large calls use (see ``set_num_threads``).\n");
 
+PyDoc_STRVAR(clear_cache_doc,
+"clear_cache($module, /)\n"
+"--\n"
+"\n"
+"Free what sinpe keeps for later calls.\n"
+"\n"
+"sinpe keeps the frequencies and ``sin/cos`` steps of recent ``(n, d)``\n"
+"(at most 8 tables, 8 MiB), and the tables that ``add_`` was asked for more\n"
+"than once at the same positions (at most 8 tables, 64 MiB in all, 16 MiB\n"
+"each, least recently used out first), so that an ``add_`` in a training\n"
+"loop only adds.  A kept table has the bits of one made anew.  Calls\n"
+"running meanwhile finish with what they hold.\n");
+
 #endif /* SINPE_DOCSTRINGS_H */

@@ -416,6 +416,12 @@ static PyObject *get_num_threads(PyObject *Py_UNUSED(module), PyObject *Py_UNUSE
     return PyLong_FromLong(sinpe_get_num_threads());
 }
 
+static PyObject *clear_cache(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(unused))
+{
+    sinpe_clear_caches();
+    Py_RETURN_NONE;
+}
+
 /* SINPE_NUM_THREADS, read once at import.  A bad value warns and is ignored
  * rather than making the import fail. */
 static int threads_from_environment(void)
@@ -510,6 +516,7 @@ static PyMethodDef core_methods[] = {
     KEYWORDS_METHOD(encode_grid),
     {"set_num_threads", set_num_threads, METH_O, set_num_threads_doc},
     {"get_num_threads", get_num_threads, METH_NOARGS, get_num_threads_doc},
+    {"clear_cache", clear_cache, METH_NOARGS, clear_cache_doc},
     {"_simd_levels", simd_levels, METH_NOARGS,
      "_simd_levels()\n--\n\n(level in use, [levels this CPU has]), by SINPE_SIMD's names."},
     {"_select_simd", select_simd, METH_O,

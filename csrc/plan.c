@@ -77,6 +77,7 @@ static void plan_free(plan_t *plan)
     for (int g = 0; plan->groups != NULL && g < plan->ngroups; ++g) {
         sinpe_table_release(plan->groups[g].table);
     }
+    sinpe_rows_release(plan->made);
     free(plan->groups);
     free(plan->scratch);
     free(plan->tiles);
@@ -283,6 +284,44 @@ static int make_group(plan_t *plan, const sinpe_plan *p, const sinpe_array *cons
 }
 
 /* ------------------------------------------------------------------ */
+/* Adds at range positions of a schedule's table: its rows from the cache
+ * of made tables (row_cache.h), made now (by a store of the same plan into
+ * the cache's memory, on every thread) if the table is asked for again.
+ * Nothing here can fail the call: without a made table, each chunk makes
+ * its rows. */
+static void find_made_rows(plan_t *plan, const sinpe_plan *p, const sinpe_array *out)
+{
+    const group_t *g = &plan->groups[0];
+    if (!plan->adding || g->axis < 0 || p->freq != NULL || g->table == NULL) {
+        return;
+    }
+    const sinpe_rows_key key = {p->schedule, p->n, plan->d, p->layout, out->dtype};
+    plan->made = sinpe_rows_find(&key, g->offset, g->outer_count);
+    if (plan->made != NULL || !sinpe_rows_wanted(&key, g->offset, g->outer_count)) {
+        return;
+    }
+    sinpe_rows *rows = sinpe_rows_new(&key, g->offset, g->outer_count);
+    if (rows == NULL) {
+        return;
+    }
+    sinpe_plan store = sinpe_plan_default();
+    store.n = p->n;
+    store.schedule = p->schedule;
+    store.layout = p->layout;
+    store.offset = g->offset;
+    const ptrdiff_t shape[2] = {(ptrdiff_t)rows->count, plan->d};
+    const ptrdiff_t strides[2] = {(ptrdiff_t)rows->row_bytes,
+                                  (ptrdiff_t)sinpe_itemsize(out->dtype)};
+    const sinpe_array view = {rows->data, out->dtype, 0, 2, shape, strides};
+    if (sinpe_run(&store, &view, NULL) != SINPE_OK) {
+        sinpe_rows_release(rows);
+        return;
+    }
+    sinpe_rows_keep(rows);
+    plan->made = rows;
+}
+
+/* ------------------------------------------------------------------ */
 /* The cut (plan.h).  Sizes are estimated in double: they only steer the
  * cut, and a strided view may describe more bytes than a size_t counts. */
 
@@ -291,7 +330,7 @@ static void cut_spans(plan_t *plan, double row_bytes)
     const group_t *g = &plan->groups[0];
     const double outer_bytes = row_bytes * (double)g->inner_count;
     double span;
-    if (plan->adding) { /* the tile bounds the span: whole blocks when it can */
+    if (plan->adding && plan->made == NULL) { /* the tile bounds the span: whole blocks when it can */
         span = (double)plan->tile_rows;
         span = span >= SINPE_BLOCK_ROWS ? SINPE_BLOCK_ROWS * floor(span / SINPE_BLOCK_ROWS) : span;
     } else { /* a chunk's bytes, in whole blocks (one anchor each) */
@@ -308,7 +347,7 @@ static void cut_spans(plan_t *plan, double row_bytes)
      * is more than a chunk (few positions, many copies), and both so that
      * every thread gets about four chunks. */
     const double span_bytes = outer_bytes * (double)plan->span;
-    double parts = plan->adding ? 1.0 : ceil(span_bytes / CHUNK_BYTES);
+    double parts = plan->adding && plan->made == NULL ? 1.0 : ceil(span_bytes / CHUNK_BYTES);
     const double busy = ceil(4.0 * plan->threads / ((double)plan->spans * (double)g->ntiles));
     parts = plan->threads > 1 && busy > parts ? busy : parts;
     plan->per_part = ceil_div(g->inner_count, count_in(parts, g->inner_count));
@@ -433,7 +472,7 @@ static int cut(plan_t *plan, const sinpe_plan *p, const sinpe_array *out, ptrdif
         const ptrdiff_t f = min_ptrdiff(plan->groups[g].nfreq, SINPE_TILE_FREQS);
         plan->tile_freqs = f > plan->tile_freqs ? f : plan->tile_freqs;
     }
-    if (plan->adding) { /* a tile row: two columns per frequency, and a zero column */
+    if (plan->adding && plan->made == NULL) { /* a tile row: two columns per frequency, and a zero column */
         const double width = (double)min_ptrdiff(plan->d, 2 * plan->tile_freqs + 1);
         plan->tile_rows = count_in(floor(ADD_TILE_BYTES / (width * itemsize)), PTRDIFF_MAX / 2);
         plan->tile_bytes = (size_t)(plan->tile_rows + 1) * (size_t)width * (size_t)itemsize;
@@ -535,6 +574,10 @@ static int plan_make(plan_t **out_plan, const sinpe_plan *p, const sinpe_array *
         sines += width / 2;
     }
     if (status == SINPE_OK) {
+        find_made_rows(plan, p, out);
+        if (plan->made != NULL) {
+            groups[0].ntiles = 1; /* the made rows hold every column */
+        }
         status = cut(plan, p, out, rows);
     }
     if (status != SINPE_OK) {
@@ -571,4 +614,10 @@ int sinpe_set_num_threads(int threads)
 int sinpe_get_num_threads(void)
 {
     return sinpe_threads_get();
+}
+
+void sinpe_clear_caches(void)
+{
+    sinpe_table_cache_clear();
+    sinpe_rows_clear();
 }

@@ -34,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "row_cache.h"
 #include "rows.h"
 #include "sinpe.h"
 #include "table.h"
@@ -89,6 +90,8 @@ typedef struct {
     group_t *groups;
     int adding;
     double scale;                /* already rounded (sinpe_plan.scale) */
+    sinpe_rows *made;            /* adds at range positions: the table's rows, made
+                                  * before (row_cache.h), or NULL: made per chunk */
     const int64_t *ints;         /* explicit positions, per C-order row */
     const double *reals;
     const unsigned char *padding;

@@ -453,6 +453,21 @@ static void fill_tile(const plan_t *plan, const group_t *g, int worker, ptrdiff_
     }
 }
 
+/* The made table's rows (plan->made) as a tile whose slot 0 is outer row
+ * i0: every column in one run. */
+static void made_tile(const plan_t *plan, ptrdiff_t i0, tile_t *t)
+{
+    const sinpe_rows *made = plan->made;
+    t->fmt = (sinpe_row_format){made->key.dtype, 0, 0, 0};
+    t->itemsize = sinpe_itemsize(made->key.dtype);
+    t->fmt.col_stride = (ptrdiff_t)t->itemsize;
+    t->zeros_at = t->zeros = 0;
+    t->nruns = 1;
+    t->runs[0].col = 0, t->runs[0].off = 0, t->runs[0].count = plan->d;
+    t->row_bytes = (ptrdiff_t)made->row_bytes;
+    t->data = made->data + (plan->groups[0].offset + i0 - made->first) * t->row_bytes;
+}
+
 /* rows of the array from x (stride x_stride) += tile rows from `slot`
  * (tile_stride: the row bytes, or 0 to add one row to many). */
 static void add_tile(const plan_t *plan, const tile_t *t, ptrdiff_t slot, ptrdiff_t tile_stride,
@@ -483,8 +498,12 @@ static void add_span(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_t i
 {
     const group_t *g = &plan->groups[0];
     tile_t t;
-    tile_layout(plan, g, worker, tile, &t);
-    fill_tile(plan, g, worker, tile, &t, 0, 1, g->offset + i0, i1 - i0, 0.0);
+    if (plan->made != NULL) {
+        made_tile(plan, i0, &t);
+    } else {
+        tile_layout(plan, g, worker, tile, &t);
+        fill_tile(plan, g, worker, tile, &t, 0, 1, g->offset + i0, i1 - i0, 0.0);
+    }
     const int inner_last = g->inner.naxes - 1;
     const ptrdiff_t outer_stride = g->outer.bstride[0][0];
     const ptrdiff_t inner_stride = inner_last >= 0 ? g->inner.bstride[0][inner_last] : 0;

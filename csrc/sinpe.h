@@ -182,6 +182,12 @@ int sinpe_run(const sinpe_plan *plan, const sinpe_array *out, const sinpe_array 
 int sinpe_set_num_threads(int threads);
 int sinpe_get_num_threads(void);
 
+/* sinpe keeps what later calls can reuse: the frequencies and step rows of
+ * recent (n, d) (at most 8 tables, 8 MB), and tables that adds asked for
+ * more than once (at most 8, 64 MB in all, 16 MB each).  This frees them
+ * (tables in use by running calls are freed when those finish). */
+void sinpe_clear_caches(void);
+
 /* SIMD levels.  Every hot loop is compiled once per level and one level is
  * chosen for the process: by default the best the CPU (and the OS) support,
  * or the one the environment variable SINPE_SIMD names ("baseline", "avx2",

@@ -300,6 +300,17 @@ void sinpe_table_release(sinpe_table *table)
     }
 }
 
+void sinpe_table_cache_clear(void)
+{
+    sinpe_mutex_lock(&cache_lock);
+    for (int i = 0; i < CACHE_SLOTS; ++i) {
+        if (cache[i] != NULL) {
+            evict(i);
+        }
+    }
+    sinpe_mutex_unlock(&cache_lock);
+}
+
 /* After fork() in a child, the lock may have been held by a thread that no
  * longer exists; threads.c calls these around fork. */
 void sinpe_table_cache_prefork(void)

@@ -103,6 +103,9 @@ sinpe_table *sinpe_table_from_freq(const double *freq, ptrdiff_t nfreq);
 
 void sinpe_table_release(sinpe_table *table);
 
+/* Drops every cached table (those in use are freed when released). */
+void sinpe_table_cache_clear(void);
+
 /* Bit r set for each residue r = p - sinpe_block_start(p) of the positions
  * first .. first + count - 1. */
 uint32_t sinpe_residues(int64_t first, int64_t count);

@@ -123,12 +123,14 @@ static void start_helpers(int wanted)
 static void before_fork(void)
 {
     sinpe_table_cache_prefork();
+    sinpe_rows_cache_prefork();
     sinpe_mutex_lock(&pool.lock);
 }
 
 static void after_fork_parent(void)
 {
     sinpe_mutex_unlock(&pool.lock);
+    sinpe_rows_cache_postfork();
     sinpe_table_cache_postfork();
 }
 
@@ -145,6 +147,7 @@ static void after_fork_child(void)
     pool.wake = fresh;
     pool.idle = fresh;
     sinpe_mutex_unlock(&pool.lock);
+    sinpe_rows_cache_postfork();
     sinpe_table_cache_postfork();
 }
 #endif

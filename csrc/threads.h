@@ -36,8 +36,10 @@ void sinpe_threads_set(int threads);
  * child, whose helper threads no longer exist.  Cheap after the first call. */
 void sinpe_threads_once(void);
 
-/* The table cache's fork hooks (table.c). */
+/* The caches' fork hooks (table.c, row_cache.c). */
 void sinpe_table_cache_prefork(void);
 void sinpe_table_cache_postfork(void);
+void sinpe_rows_cache_prefork(void);
+void sinpe_rows_cache_postfork(void);
 
 #endif /* SINPE_THREADS_H */
