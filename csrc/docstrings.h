@@ -342,4 +342,11 @@ PyDoc_STRVAR(get_num_threads_doc,
 "\n"
 "The number of threads large calls use (see ``set_num_threads``).\n");
 
+PyDoc_STRVAR(frequencies_doc,
+"_frequencies($module, /, n, d, schedule='paper')\n"
+"--\n"
+"\n"
+"Private, for tests: the float64 frequencies w_k that encode(L, d, n,\n"
+"schedule=schedule) uses, bit for bit.\n");
+
 #endif /* SINPE_DOCSTRINGS_H */
