@@ -355,4 +355,11 @@ PyDoc_STRVAR(clear_cache_doc,
 "loop only adds.  A kept table has the bits of one made anew.  Calls\n"
 "running meanwhile finish with what they hold.\n");
 
+PyDoc_STRVAR(frequencies_doc,
+"_frequencies($module, /, n, d, schedule='paper')\n"
+"--\n"
+"\n"
+"Private, for tests: the float64 frequencies w_k that encode(L, d, n,\n"
+"schedule=schedule) uses, bit for bit.\n");
+
 #endif /* SINPE_DOCSTRINGS_H */

@@ -21,6 +21,7 @@
 
 #include "elements.h"
 #include "float16.h"
+#include "pow.h"
 #include "sincos.h"
 #include "sinpe.h"
 #include "table.h"
@@ -57,6 +58,12 @@ typedef void (*sinpe_add_loop)(char *dst, ptrdiff_t dst_stride, const char *src,
 typedef void (*sinpe_sincos_loop)(const double *freq, double position, ptrdiff_t count,
                                   double *sin_out, double *cos_out);
 
+/* freq[i] = n**e, e = -(step * (k0 + i)) / divisor, i < count, by
+ * sinpe_pow_fast: correctly rounded, or negative where only the accurate
+ * pass (pow.h) can round surely. */
+typedef void (*sinpe_powers_loop)(sinpe_pow_base base, double step, double divisor,
+                                  ptrdiff_t k0, int count, double *freq);
+
 /* dst[0 .. n) = src[0 .. n) with stores that bypass the caches; visible
  * to other threads after the fence. */
 typedef void (*sinpe_stream_loop)(float *dst, const float *src, ptrdiff_t n);
@@ -68,6 +75,7 @@ typedef struct {
     sinpe_rope_loop rope[4][2];
     sinpe_add_loop add[4]; /* [dtype] */
     sinpe_sincos_loop sincos;
+    sinpe_powers_loop powers;
     sinpe_stream_loop stream;
     sinpe_fence_fn fence;
 } sinpe_kernels;

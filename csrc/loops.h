@@ -155,6 +155,18 @@ static void sincos_loop(const double *freq, double position, ptrdiff_t count, do
     }
 }
 
+/* The frequencies' fast pass (pow.h).  An int counter and the base by
+ * value let the loop vectorise ((double)k0 + (double)i is exactly
+ * (double)(k0 + i)). */
+static void powers_loop(sinpe_pow_base base, double step, double divisor, ptrdiff_t k0,
+                        int count, double *freq)
+{
+    const double first = (double)k0;
+    for (int i = 0; i < count; ++i) {
+        freq[i] = sinpe_pow_fast(&base, -(step * (first + (double)i)) / divisor);
+    }
+}
+
 /* Streaming stores, for tables much larger than the caches: a plain store
  * first reads each line it writes (read for ownership) and the table then
  * evicts everything else; streaming stores write whole lines straight to
@@ -212,6 +224,7 @@ const sinpe_kernels SINPE_LOOPS = {
              {rope_split_bf16, rope_interleaved_bf16}},
     .add = {add_f16, add_f32, add_f64, add_bf16},
     .sincos = sincos_loop,
+    .powers = powers_loop,
     .stream = stream_loop,
     .fence = stream_fence,
 };

@@ -7,10 +7,12 @@
 #define SINPE_IMPORTS_NUMPY
 #include "args.h"
 #include "docstrings.h"
+#include "table.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static PyObject *encode(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
 {
@@ -397,6 +399,46 @@ static PyObject *encode_grid(PyObject *Py_UNUSED(module), PyObject *args, PyObje
     return (PyObject *)result;
 }
 
+/* Private, for the tests: the frequencies of a schedule's table, bit for bit. */
+static PyObject *frequencies(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"n", "d", "schedule", NULL};
+    PyObject *n_obj, *cols_obj, *schedule_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O:_frequencies", keywords, &n_obj,
+                                     &cols_obj, &schedule_obj)) {
+        return NULL;
+    }
+    sinpe_call c;
+    SINPE_CALL_INIT(&c);
+    Py_ssize_t cols;
+    if (sinpe_real_arg(n_obj, "n", &c.plan.n) < 0 || sinpe_size_arg(cols_obj, "d", &cols) < 0) {
+        return NULL;
+    }
+    if (cols < 1) {
+        return PyErr_Format(PyExc_ValueError, "d must be >= 1, got d=%zd", cols);
+    }
+    /* the schedule parsed as encode's (no freq=, so nothing to release) */
+    if (sinpe_check_base(c.plan.n) < 0 ||
+        sinpe_columns_arg(&c, n_obj, NULL, schedule_obj, NULL, cols, 0, 0) < 0) {
+        return NULL;
+    }
+    const int paper = c.plan.schedule == SINPE_PAPER;
+    const npy_intp nfreq = paper ? (cols + 1) / 2 : cols / 2;
+    PyArrayObject *result = (PyArrayObject *)PyArray_SimpleNew(1, &nfreq, NPY_FLOAT64);
+    if (result == NULL || nfreq == 0) {
+        return (PyObject *)result;
+    }
+    sinpe_table *table = paper ? sinpe_table_standard(c.plan.n, cols)
+                               : sinpe_table_fairseq(c.plan.n, cols);
+    if (table == NULL) {
+        Py_DECREF(result);
+        return PyErr_NoMemory();
+    }
+    memcpy(PyArray_DATA(result), table->freq, (size_t)nfreq * sizeof(double));
+    sinpe_table_release(table);
+    return (PyObject *)result;
+}
+
 static PyObject *set_num_threads(PyObject *Py_UNUSED(module), PyObject *arg)
 {
     long long threads;
@@ -521,6 +563,8 @@ static PyMethodDef core_methods[] = {
      "_simd_levels()\n--\n\n(level in use, [levels this CPU has]), by SINPE_SIMD's names."},
     {"_select_simd", select_simd, METH_O,
      "_select_simd(level, /)\n--\n\nRuns another SIMD level's loops from now on (tests)."},
+    {"_frequencies", (PyCFunction)(void (*)(void))frequencies, METH_VARARGS | METH_KEYWORDS,
+     frequencies_doc},
     {NULL, NULL, 0, NULL},
 };
 

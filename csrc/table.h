@@ -87,14 +87,15 @@ static inline int64_t sinpe_block_start(int64_t p)
     return rem < 0 ? p - rem - SINPE_BLOCK_ROWS : p - rem;
 }
 
-/* The paper's frequencies n**(-2k/d), k < ceil(d/2).  Shared through a small
- * thread-safe cache unless wide.  NULL when out of memory.  Release with
- * sinpe_table_release. */
+/* The paper's frequencies n**(-2k/d), k < ceil(d/2): for the double
+ * e = -(2k)/d, the correctly rounded n**e (pow.h), the same bits on every
+ * platform.  Shared through a small thread-safe cache unless wide.  NULL
+ * when out of memory.  Release with sinpe_table_release. */
 sinpe_table *sinpe_table_standard(double n, ptrdiff_t d);
 
 /* fairseq / tensor2tensor / Whisper frequencies n**(-k / max(d/2 - 1, 1)),
  * k < d/2 (d >= 2): log-spaced from 1 down to exactly 1/n; t2t's max(., 1)
- * defines d = 2, 3.  Cached as the paper's are. */
+ * defines d = 2, 3.  Correctly rounded and cached as the paper's are. */
 sinpe_table *sinpe_table_fairseq(double n, ptrdiff_t d);
 
 /* A table for any frequencies (copied), never cached.  NULL when out of

@@ -2,14 +2,16 @@
  * What sinpe.h promises, written as code the fuzz target checks calls
  * against: which calls are valid (expect_status), which value every column
  * holds (the column map and a libm double reference with a derived error
- * bound), and an add's arithmetic, bit for bit.  Independent of csrc/: only
- * the public header is included, and the add is this file's own
- * arithmetic, not csrc's sinpe_add_elem.
+ * bound), and an add's arithmetic, bit for bit.  Independent of csrc/ but
+ * for the schedules' frequencies: the public header and csrc/pow.h are
+ * included, and the add is this file's own arithmetic, not csrc's
+ * sinpe_add_elem.
  */
 #ifndef SINPE_FUZZ_MODEL_H
 #define SINPE_FUZZ_MODEL_H
 
 #include "fuzz_common.h"
+#include "pow.h"
 
 enum { OP_TABLE, OP_ADD, OP_ROPE, OP_GRID };
 enum { POS_RANGE, POS_INTS, POS_REALS, POS_GRID };
@@ -74,15 +76,19 @@ typedef struct {
 /* Columns. */
 
 /* Frequencies of a schedule for width d: paper n**(-2k/d), k < ceil(d/2);
- * fairseq n**(-k / max(d/2 - 1, 1)), k < d/2.  The same expressions as
- * sinpe.h's, so an explicit array of them must give the same bits. */
+ * fairseq n**(-k / max(d/2 - 1, 1)), k < d/2.  The same exponents as the
+ * kernel's and its correctly rounded pow (csrc/pow.h, which
+ * tests/test_frequencies.py checks against mpmath), not libm's, whose last
+ * bit may differ: an explicit array of them must give the same bits. */
 static double *schedule_freq(sinpe_schedule schedule, double n, ptrdiff_t d, ptrdiff_t *m)
 {
     *m = schedule == SINPE_PAPER ? (d + 1) / 2 : d / 2;
     double *w = checked_malloc(sizeof(double) * (size_t)(*m > 0 ? *m : 1));
     const double denominator = *m - 1 > 1 ? (double)(*m - 1) : 1.0;
+    const sinpe_pow_base base = sinpe_pow_prepare(n);
     for (ptrdiff_t k = 0; k < *m; ++k) {
-        w[k] = schedule == SINPE_PAPER ? pow(n, -(2.0 * (double)k) / (double)d) : pow(n, -(double)k / denominator);
+        w[k] = sinpe_pow(&base, schedule == SINPE_PAPER ? -(2.0 * (double)k) / (double)d
+                                                        : -(double)k / denominator);
     }
     return w;
 }

@@ -506,9 +506,9 @@ def test_every_variant_is_the_spec_within_the_promise(d, schedule, layout):
     # the same rows from encode and from freq=, bit for bit
     assert np.array_equal(sinpe.encode(100, d, 500.0, offset=-40, layout=layout,
                                        schedule=schedule), got[:100])
-    # (C pow per element: NumPy's vectorised power may differ in the last bit)
-    w_c = np.array([500.0 ** (-2.0 * k / d) if schedule == "paper" else
-                    500.0 ** (-k / max(d // 2 - 1, 1)) for k in range(w.size)])
+    # (sinpe's own correctly rounded frequencies: a platform's pow, Python's or
+    # NumPy's, may differ in the last bit)
+    w_c = sinpe._core._frequencies(500.0, d, schedule)
     assert np.array_equal(sinpe.encode_at(pos, d, layout=layout, freq=w_c), got)
     # float64: the double values, within sinpe's double bound of the spec
     got64 = sinpe.encode_at(pos, d, 500.0, layout=layout, schedule=schedule, dtype=np.float64)
@@ -523,7 +523,7 @@ def test_default_variant_is_the_fast_path_bit_for_bit():
     for d in (1, 7, 64, 1030):
         table = sinpe.encode(300, d, offset=-100)
         assert np.array_equal(sinpe.encode_at(np.arange(-100, 200), d), table)
-        w = np.array([10000.0 ** (-2.0 * k / d) for k in range((d + 1) // 2)])  # C pow
+        w = sinpe._core._frequencies(10000.0, d)  # correctly rounded, not the platform's pow
         assert np.array_equal(sinpe.encode(300, d, offset=-100, freq=w), table)
         # concatenated is a column permutation of interleaved, bit for bit
         concat = sinpe.encode(300, d, offset=-100, layout="concatenated")
