@@ -249,10 +249,8 @@ static int make_group(plan_t *plan, const sinpe_plan *p, const sinpe_array *cons
             return SINPE_ERR_NOMEM;
         }
         const double reach = most + SINPE_BLOCK_ROWS; /* block starts below negative positions */
-        for (ptrdiff_t k = 0; k < g->nfreq; ++k) {
-            if (!(g->table->freq[k] >= 0.0) || !(g->table->freq[k] * reach <= SINPE_MAX_ANGLE)) {
-                return SINPE_ERR_INVALID; /* NaN, negative, inf, or angles out of range */
-            }
+        if (!(g->table->max_freq * reach <= SINPE_MAX_ANGLE)) {
+            return SINPE_ERR_INVALID; /* NaN, negative, inf, or angles out of range */
         }
     }
     g->ntiles = g->nfreq == 0 ? 1 : ceil_div(g->nfreq, SINPE_TILE_FREQS);
@@ -475,6 +473,9 @@ static int cut(plan_t *plan, const sinpe_plan *p, const sinpe_array *out, ptrdif
     if (plan->adding && plan->made == NULL) { /* a tile row: two columns per frequency, and a zero column */
         const double width = (double)min_ptrdiff(plan->d, 2 * plan->tile_freqs + 1);
         plan->tile_rows = count_in(floor(ADD_TILE_BYTES / (width * itemsize)), PTRDIFF_MAX / 2);
+        if (plan->groups[0].axis >= 0) { /* range positions: no more rows than positions */
+            plan->tile_rows = min_ptrdiff(plan->tile_rows, plan->groups[0].outer_count);
+        }
         plan->tile_bytes = (size_t)(plan->tile_rows + 1) * (size_t)width * (size_t)itemsize;
         plan->tiles = malloc((size_t)plan->threads * plan->tile_bytes);
         if (plan->tiles == NULL) {

@@ -15,6 +15,7 @@
 #include "table.h"
 #include "threads.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,9 +66,21 @@ static void fill_step_row(const double *freq, ptrdiff_t count, int r, double *c,
     sinpe_kernels_active()->sincos(freq, (double)r, count, s, c);
 }
 
-static void fill_all_steps(sinpe_table *table)
+/* Once the frequencies are in: their largest (for the calls' angle check,
+ * NaN when one is negative or NaN) and the step rows. */
+static void finish_table(sinpe_table *table)
 {
     const ptrdiff_t nfreq = table->nfreq;
+    double most = 0.0;
+    for (ptrdiff_t k = 0; k < nfreq; ++k) {
+        const double w = table->freq[k];
+        if (!(w >= 0.0)) { /* negative or NaN */
+            most = NAN;
+            break;
+        }
+        most = w > most ? w : most;
+    }
+    table->max_freq = most;
     for (int r = 0; table->step_c != NULL && r < SINPE_BLOCK_ROWS; ++r) {
         fill_step_row(table->freq, nfreq, r, (double *)table->step_c + r * nfreq,
                       (double *)table->step_s + r * nfreq);
@@ -117,7 +130,7 @@ sinpe_table *sinpe_table_from_freq(const double *freq, ptrdiff_t nfreq)
         return NULL;
     }
     memcpy((double *)table->freq, freq, (size_t)nfreq * sizeof(double));
-    fill_all_steps(table);
+    finish_table(table);
     return table;
 }
 
@@ -149,7 +162,7 @@ static sinpe_table *build_standard(double n, ptrdiff_t d)
         return NULL;
     }
     fill_powers(n, 2.0, (double)d, (double *)table->freq, nfreq);
-    fill_all_steps(table);
+    finish_table(table);
     table->key_kind = TABLE_PAPER;
     table->key_n = n;
     table->key_d = d;
@@ -165,7 +178,7 @@ static sinpe_table *build_fairseq(double n, ptrdiff_t d)
     }
     const double denominator = nfreq - 1 > 1 ? (double)(nfreq - 1) : 1.0;
     fill_powers(n, 1.0, denominator, (double *)table->freq, nfreq);
-    fill_all_steps(table);
+    finish_table(table);
     table->key_kind = TABLE_FAIRSEQ;
     table->key_n = n;
     table->key_d = d;

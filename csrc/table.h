@@ -45,6 +45,7 @@ typedef struct sinpe_table sinpe_table;
 struct sinpe_table {
     ptrdiff_t nfreq;
     const double *freq; /* [nfreq] */
+    double max_freq;    /* the largest; NaN if any is negative or NaN (invalid) */
     /* [SINPE_BLOCK_ROWS][nfreq]: cos and sin of r * freq[k]; NULL if wide */
     const double *step_c;
     const double *step_s;
