@@ -22,11 +22,12 @@
 #   SINPE_PLATFORMS_FUZZ_SECONDS=0 scripts/platforms.sh     # no fuzzing (default 30 s)
 #
 # The speed-up: the driver times a 16 MB float32 table on 1 and 2 threads,
-# and beside it two plain threads spinning, which says what the machine
-# gives two threads at that moment (a shared or emulated machine may give
-# them little).  A pool is missing when the table gains less than
-# min_speedup while spinning gains at least busy_machine; with less than
-# that the figure says nothing, and the script only warns.
+# and beside it plain arithmetic on the caller alone and on the caller plus
+# a helper it wakes, which says what the machine gives two threads at that
+# moment (a shared or emulated machine may give them little).  A pool is
+# missing when the table gains less than min_speedup while the arithmetic
+# gains at least busy_machine; with less than that the figure says nothing,
+# and the script only warns.  A short figure is measured again, twice.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 min_speedup=1.25
@@ -137,7 +138,7 @@ done
 wait
 echo "platforms.sh: built in $((SECONDS - start))s"
 
-hashes() { grep -v '^#' "$1" | grep -v '^$'; }
+hashes() { grep -E '^[^ #]+ [0-9a-f]{16}$' "$1"; }
 
 for p in "${platforms[@]}"; do
   [ -z "${result[$p]:-}" ] || continue
@@ -152,16 +153,19 @@ for p in "${platforms[@]}"; do
   code=$?
   took=$((SECONDS - start))
   echo "platforms.sh: $p ran in ${took}s (exit status $code)"
-  if [ -s "$work/$p/stderr" ]; then
-    grep -v -e '^wine: ' "$work/$p/stderr" | sed "s/^/  $p: /" | head -20
-  fi
+  # what went to stderr, but wine's notes on making its prefix
+  grep -v -E '^wine: (created the configuration|configuration in|failed to open .*rundll32)' \
+    "$work/$p/stderr" 2>/dev/null | sed "s/^/  $p: /" | head -20
   case $code in
     0) result[$p]=ok ;;
     1) result[$p]="driver checks failed" ;;
+    3) result[$p]="crashed (a Windows exception)" ;;
     124) result[$p]="timed out" ;;
     12[5-9] | 1[3-9]?) result[$p]="crashed (signal $((code - 128)))" ;;
     *) result[$p]="failed (exit status $code)" ;;
   esac
+  # a run that stopped early without saying so
+  [ "$code" != 0 ] || grep -q '^# done' "$work/$p/out" || result[$p]="output incomplete"
 done
 
 at_least() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
@@ -177,9 +181,9 @@ for p in "${platforms[@]}"; do
   [ "${result[$p]}" = ok ] || problems+=("${result[$p]}")
   if [ -s "$work/$p/out" ] && [ -s "$reference" ]; then
     cases=$(hashes "$work/$p/out" | wc -l)
-    # the reference's cases that differ here or are missing (a crash part way)
+    # the reference's cases that differ here, or are missing (a crash part way)
     awk 'NR == FNR { ref[$1] = $2; next } { here[$1] = $2 }
-         END { for (k in ref) if (here[k] != ref[k]) print k }' \
+         END { for (k in ref) if (!(k in here)) print "missing", k; else if (here[k] != ref[k]) print "differs", k }' \
       <(hashes "$reference") <(hashes "$work/$p/out") | sort >"$work/$p/mismatched"
     mismatches=$(wc -l <"$work/$p/mismatched")
     [ "$p" = native ] && mismatches=reference
@@ -197,7 +201,7 @@ for p in "${platforms[@]}"; do
       if at_least "$machine" "$busy_machine"; then
         problems+=("no thread pool: 2 threads ${speedup}x while the machine gives them ${machine}x")
       else
-        notes+=("warning: $p's speed-up ${speedup}x not judged: the machine gave 2 spinning threads only ${machine}x")
+        notes+=("warning: $p's speed-up ${speedup}x not judged: the machine gave 2 threads of arithmetic only ${machine}x")
       fi
     fi
   elif [ "${result[$p]}" = ok ]; then
@@ -213,9 +217,11 @@ for p in "${platforms[@]}"; do
   printf '%-9s %6s %11s %9s %8s  %s\n' "$p" "$cases" "$mismatches" "$speedup" "$machine" "$verdict"
 done
 for p in "${platforms[@]}"; do
-  if [ -s "$work/$p/mismatched" ] && [ "$p" != native ]; then
-    notes+=("$p differs in: $(tr '\n' ' ' <"$work/$p/mismatched")")
-  fi
+  [ "$p" != native ] || continue
+  for kind in differs missing; do
+    list=$(awk -v k="$kind" '$1 == k { printf "%s ", $2 }' "$work/$p/mismatched" 2>/dev/null)
+    [ -z "$list" ] || notes+=("$p: $kind: $list")
+  done
 done
 [ "${#notes[@]}" -eq 0 ] || printf '  %s\n' "${notes[@]}"
 
