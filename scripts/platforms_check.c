@@ -6,7 +6,9 @@
  * scripts/platforms.sh builds this with every toolchain it has (glibc and
  * musl, x86-64 and aarch64, Windows, clang, the portable fallbacks) and
  * diffs the lines against the native gcc build's.  Lines starting with '#'
- * are information (the two-thread speed-up; "# done" last), never compared.
+ * are information, never compared: the two-thread speed-up with what the
+ * machine gives two threads and the helper threads sinpe started (the
+ * script judges the pool by them), and "# done" last.
  *
  * Checked here, on each platform alone (exit status 1, "FAIL" on stderr):
  * every case gives the same bytes on 1, 2 and 3 threads; the streaming
@@ -18,9 +20,7 @@
  * Whole buffers are hashed, the gaps of strided views included: a write
  * outside a view changes the hash too.
  */
-#if !defined(_WIN32) && !defined(_POSIX_C_SOURCE)
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
-#endif
+#include "platforms_shim.h" /* first: it asks for POSIX where there is POSIX */
 #include "sinpe.h"
 
 #include <stdatomic.h>
@@ -29,16 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef _WIN32
-#include <windows.h>
-#include <tlhelp32.h>
-#else
-#include <pthread.h>
-#include <time.h>
-#endif
-
 /* ------------------------------------------------------------------ */
-/* Helpers: a hash, a generator, a clock, threads. */
+/* Helpers: a hash, a generator, failures. */
 
 #define FNV_START UINT64_C(0xcbf29ce484222325)
 static uint64_t fnv1a(uint64_t h, const void *data, size_t size)
@@ -56,109 +48,16 @@ static uint64_t splitmix(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-static double now(void)
-{
-#ifdef _WIN32
-    LARGE_INTEGER f, c;
-    QueryPerformanceFrequency(&f);
-    QueryPerformanceCounter(&c);
-    return (double)c.QuadPart / (double)f.QuadPart;
-#else
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-#endif
-}
-
 static int failures;
-
-static void die(const char *what)
-{
-    fprintf(stderr, "FAIL: %s\n", what);
-    exit(2);
-}
 
 static void *xmalloc(size_t size)
 {
     void *p = malloc(size ? size : 1);
-    if (p == NULL) die("out of memory");
+    if (p == NULL) {
+        fprintf(stderr, "FAIL: out of memory\n");
+        exit(2);
+    }
     return p;
-}
-
-typedef struct {
-    void (*fn)(void *arg);
-    void *arg;
-#ifdef _WIN32
-    HANDLE handle;
-#else
-    pthread_t handle;
-#endif
-} thread_t;
-
-#ifdef _WIN32
-static DWORD WINAPI trampoline(LPVOID t)
-{
-    ((thread_t *)t)->fn(((thread_t *)t)->arg);
-    return 0;
-}
-#else
-static void *trampoline(void *t)
-{
-    ((thread_t *)t)->fn(((thread_t *)t)->arg);
-    return NULL;
-}
-#endif
-
-/* fn(args[i]) on n threads (n <= 16) at once, joined by threads_join. */
-static void threads_start(thread_t *t, int n, void (*fn)(void *), void *const *args)
-{
-    for (int i = 0; i < n; ++i) {
-        t[i].fn = fn;
-        t[i].arg = args[i];
-#ifdef _WIN32
-        t[i].handle = CreateThread(NULL, 0, trampoline, &t[i], 0, NULL);
-        if (t[i].handle == NULL) die("CreateThread");
-#else
-        if (pthread_create(&t[i].handle, NULL, trampoline, &t[i]) != 0) die("pthread_create");
-#endif
-    }
-}
-
-static void threads_join(thread_t *t, int n)
-{
-#ifdef _WIN32
-    HANDLE handles[16];
-    for (int i = 0; i < n; ++i) handles[i] = t[i].handle;
-    WaitForMultipleObjects((DWORD)n, handles, TRUE, INFINITE);
-    for (int i = 0; i < n; ++i) CloseHandle(handles[i]);
-#else
-    for (int i = 0; i < n; ++i) pthread_join(t[i].handle, NULL);
-#endif
-}
-
-/* This process' threads (-1: unknown): whether the pool started helpers
- * does not depend on how busy the machine is, unlike its speed-up. */
-static int count_threads(void)
-{
-    int n = -1;
-#ifdef _WIN32
-    const HANDLE snap = CreateToolhelp32Snapshot(TH32CS_SNAPTHREAD, 0);
-    if (snap == INVALID_HANDLE_VALUE) return -1;
-    THREADENTRY32 entry = {.dwSize = sizeof entry};
-    n = 0;
-    for (BOOL more = Thread32First(snap, &entry); more; more = Thread32Next(snap, &entry)) {
-        n += entry.th32OwnerProcessID == GetCurrentProcessId();
-    }
-    CloseHandle(snap);
-#else
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-        if (strncmp(line, "Threads:", 8) == 0) n = atoi(line + 8);
-    }
-    if (f != NULL) fclose(f);
-#endif
-    return n;
 }
 
 /* ------------------------------------------------------------------ */
@@ -537,31 +436,13 @@ static void run_concurrent(void)
  * stays parked between calls and is woken for each (a woken thread may
  * wait for a core where a running one would not). */
 static struct {
-#ifdef _WIN32
-    SRWLOCK lock;
-    CONDITION_VARIABLE cond;
-#else
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-#endif
-    int job, quit; /* under the lock */
+    monitor_t monitor;
+    int job, quit; /* under the monitor's lock */
     long n;
     atomic_int done; /* the last job finished */
     double end;
     volatile double result;
 } helper;
-
-#ifdef _WIN32
-static void helper_lock(void) { AcquireSRWLockExclusive(&helper.lock); }
-static void helper_unlock(void) { ReleaseSRWLockExclusive(&helper.lock); }
-static void helper_wait(void) { SleepConditionVariableSRW(&helper.cond, &helper.lock, INFINITE, 0); }
-static void helper_wake(void) { WakeConditionVariable(&helper.cond); }
-#else
-static void helper_lock(void) { pthread_mutex_lock(&helper.lock); }
-static void helper_unlock(void) { pthread_mutex_unlock(&helper.lock); }
-static void helper_wait(void) { pthread_cond_wait(&helper.cond, &helper.lock); }
-static void helper_wake(void) { pthread_cond_signal(&helper.cond); }
-#endif
 
 static double arithmetic(long n)
 {
@@ -574,34 +455,36 @@ static void helper_main(void *unused)
 {
     (void)unused;
     int seen = 0;
-    helper_lock();
+    monitor_lock(&helper.monitor);
     for (;;) {
-        while (helper.job == seen && !helper.quit) helper_wait();
+        while (helper.job == seen && !helper.quit) monitor_wait(&helper.monitor);
         if (helper.quit) break;
         seen = helper.job;
         const long n = helper.n;
-        helper_unlock();
+        monitor_unlock(&helper.monitor);
         helper.result = arithmetic(n);
         helper.end = now();
         atomic_store(&helper.done, seen);
-        helper_lock();
+        monitor_lock(&helper.monitor);
     }
-    helper_unlock();
+    monitor_unlock(&helper.monitor);
 }
 
 static double time_arithmetic(int threads, long n)
 {
+    volatile double result; /* kept, so the loop is not optimised away */
     const double start = now();
     if (threads == 1) {
-        helper.result = arithmetic(n);
+        result = arithmetic(n);
         return now() - start;
     }
-    helper_lock();
+    monitor_lock(&helper.monitor);
     const int job = ++helper.job;
     helper.n = n / 2;
-    helper_wake();
-    helper_unlock();
-    helper.result = arithmetic(n - n / 2);
+    monitor_wake(&helper.monitor);
+    monitor_unlock(&helper.monitor);
+    result = arithmetic(n - n / 2);
+    (void)result;
     const double mine = now();
     while (atomic_load(&helper.done) != job) {
     }
@@ -619,16 +502,10 @@ static void run_speedup(int threads_at_start)
     const int now_threads = count_threads();
     /* the threads sinpe started (this driver's own have all been joined) */
     const int helpers = now_threads < 0 || threads_at_start < 0 ? -1 : now_threads - threads_at_start;
-    thread_t t;
+    thread_t helper_thread;
     void *none = NULL;
-#ifdef _WIN32
-    InitializeSRWLock(&helper.lock);
-    InitializeConditionVariable(&helper.cond);
-#else
-    pthread_mutex_init(&helper.lock, NULL);
-    pthread_cond_init(&helper.cond, NULL);
-#endif
-    threads_start(&t, 1, helper_main, &none);
+    monitor_init(&helper.monitor);
+    threads_start(&helper_thread, 1, helper_main, &none);
     long n = 1000000;
     double probe = 1e30; /* the best of three: a probe slowed down would make n small */
     for (int i = 0; i < 3; ++i) {
@@ -656,30 +533,18 @@ static void run_speedup(int threads_at_start)
            " %.2f ms)\n",
            best[0] / best[1], best[2] / best[3], helpers, 1e3 * best[0], 1e3 * best[1], 1e3 * best[2],
            1e3 * best[3]);
-    helper_lock();
+    monitor_lock(&helper.monitor);
     helper.quit = 1;
-    helper_wake();
-    helper_unlock();
-    threads_join(&t, 1);
+    monitor_wake(&helper.monitor);
+    monitor_unlock(&helper.monitor);
+    threads_join(&helper_thread, 1);
+    monitor_free(&helper.monitor);
     call_free(&c);
 }
 
-#ifdef _WIN32
-/* A crash: a line and an exit status, not a debugger (wine's winedbg would
- * print its backtrace to stdout and exit 0). */
-static LONG WINAPI crashed(EXCEPTION_POINTERS *e)
-{
-    fprintf(stderr, "FAIL: exception 0x%08lx\n", (unsigned long)e->ExceptionRecord->ExceptionCode);
-    fflush(stdout);
-    ExitProcess(3);
-}
-#endif
-
 int main(int argc, char **argv)
 {
-#ifdef _WIN32
-    SetUnhandledExceptionFilter(crashed);
-#endif
+    report_crashes();
     const int threads_at_start = count_threads();
     /* --no-timing: the hashes alone; --timing: the speed-up alone */
     const char *only = argc > 1 ? argv[1] : "";
