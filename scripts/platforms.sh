@@ -186,9 +186,15 @@ for p in "${platforms[@]}"; do
     awk 'NR == FNR { ref[$1] = $2; next } { here[$1] = $2 }
          END { for (k in ref) if (!(k in here)) print "missing", k; else if (here[k] != ref[k]) print "differs", k }' \
       <(hashes "$reference") <(hashes "$work/$p/out") | sort >"$work/$p/mismatched"
-    mismatches=$(wc -l <"$work/$p/mismatched")
+    mismatches=$(grep -c '^differs' "$work/$p/mismatched")
+    missing=$(grep -c '^missing' "$work/$p/mismatched")
     [ "$p" = native ] && mismatches=reference
     [ "$mismatches" = 0 ] || [ "$p" = native ] || problems+=("$mismatches hash mismatches")
+    [ "$missing" = 0 ] || problems+=("missing cases: $missing")
+  fi
+  # a run that crashed before the timing: the timing alone
+  if [ -f "$work/$p/check" ] || [ -f "$work/$p/check.exe" ]; then
+    grep -q '^# speedup' "$work/$p/out" || run "$p" --timing >>"$work/$p/out" 2>>"$work/$p/stderr"
   fi
   if grep -q '^# speedup' "$work/$p/out" 2>/dev/null; then
     for attempt in 1 2 3; do
