@@ -17,6 +17,8 @@
 #                                     # the time split evenly between them
 #
 # SINPE_FUZZ_SEED fixes the seed (default 1, so a CI run is reproducible).
+# SINPE_FUZZ_CFLAGS: more compiler flags, appended to the kernels' and the
+# targets' (scripts/platforms.sh: -DSINPE_FORCE_PORTABLE=1, MSVC's fallbacks).
 # Build and corpora (one per target) go to build/fuzz/ (ignored by git).
 # Every target runs even if an earlier one fails; the exit status is the
 # first failure's.
@@ -43,6 +45,8 @@ done
 # setup.py's flags (the code paths that ship), plus the sanitizers and -g.
 flags=(-O3 -std=c11 -ffp-contract=off -fno-math-errno -g -fno-omit-frame-pointer
        -fsanitize=address,undefined -fno-sanitize-recover=all -pthread -I"$root/csrc")
+read -r -a extra_flags <<<"${SINPE_FUZZ_CFLAGS:-}"
+flags+=(${extra_flags[@]+"${extra_flags[@]}"})
 
 engine="${SINPE_FUZZ_ENGINE:-}"
 mkdir -p "$out"
