@@ -10,6 +10,8 @@
 #   aarch64   aarch64-linux-gnu-gcc, run under qemu-aarch64
 #   windows   x86_64-w64-mingw32-gcc, static, run under wine64
 #   portable  gcc -DSINPE_FORCE_PORTABLE=1 (the fallbacks MSVC builds use)
+#   baseline, avx2   gcc, run with SINPE_SIMD naming that SIMD level (a level
+#             the CPU lacks falls back to the best it has)
 #
 # Then the C fuzzer briefly with the portable fallbacks (fuzz/run.sh).
 # Prints a table (cases, mismatches, two-thread speed-up) and fails on any
@@ -84,7 +86,9 @@ cc[musl]=musl-gcc;                extra[musl]="-static -pthread"
 cc[aarch64]=aarch64-linux-gnu-gcc; extra[aarch64]="-pthread"; runner[aarch64]="qemu-aarch64 -L /usr/aarch64-linux-gnu"
 cc[windows]=x86_64-w64-mingw32-gcc; extra[windows]="-static"; runner[windows]="$wine"
 cc[portable]=gcc;                 extra[portable]="-DSINPE_FORCE_PORTABLE=1 -pthread"
-all="native clang musl aarch64 windows portable"
+cc[baseline]=gcc;                 extra[baseline]="-pthread"; runner[baseline]="env SINPE_SIMD=baseline"
+cc[avx2]=gcc;                     extra[avx2]="-pthread"; runner[avx2]="env SINPE_SIMD=avx2"
+all="native clang musl aarch64 windows portable baseline avx2"
 read -r -a platforms <<<"native ${SINPE_PLATFORMS:-$all}"
 # native once, first
 mapfile -t platforms < <(printf '%s\n' "${platforms[@]}" | awk '!seen[$0]++')
@@ -96,7 +100,7 @@ done
 needs() {
   local p=$1 tool
   for tool in ${cc[$p]} ${runner[$p]:-}; do
-    case "$tool" in -*) continue ;; esac
+    case "$tool" in -* | *=*) continue ;; esac
     command -v "$tool" >/dev/null 2>&1 || [ -x "$tool" ] || { echo "$tool"; return; }
   done
   if [ "$p" = aarch64 ] && [ ! -d /usr/aarch64-linux-gnu/lib ]; then echo "libc6-dev-arm64-cross"; fi
@@ -141,12 +145,26 @@ echo "platforms.sh: built in $((SECONDS - start))s"
 
 hashes() { grep -E '^[^ #]+ [0-9a-f]{16}$' "$1"; }
 
+# No fused multiply-add may reach an x86 build: every level must round each
+# product (GCC 12 once fused an interleaved add/subtract of products into
+# vfmsubadd under -ffp-contract=off, which changed the AVX-512 loops' bits).
+fused() { # $1: platform; prints the count of FMA instructions, or nothing
+  case "$1" in aarch64) return ;; esac
+  command -v objdump >/dev/null || return
+  objdump -d "$(binary "$1")" 2>/dev/null | grep -cE $'\t''vfn?m(add|sub)'
+}
+
 for p in "${platforms[@]}"; do
   [ -z "${result[$p]:-}" ] || continue
   if [ "$(cat "$work/$p.built")" != 0 ]; then
     echo "--- $p: build failed:"
     cat "$work/$p/build.log"
     result[$p]="build failed"
+    continue
+  fi
+  fmas=$(fused "$p")
+  if [ -n "$fmas" ] && [ "$fmas" != 0 ]; then
+    result[$p]="$fmas fused multiply-adds in the build"
     continue
   fi
   start=$SECONDS
