@@ -5,6 +5,7 @@
  * codes become exceptions in one place (run_call).
  */
 #include "args.h"
+#include "elements.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -501,19 +502,21 @@ static int dtype_code(PyArray_Descr *descr, sinpe_dtype *code, int *torch_scalar
  * order, transposes, slices, negative steps) passes; views that repeat
  * elements (zero strides, as_strided overlaps) fail, and writing those in
  * place would add the table several times into the same memory. */
-static int elements_are_distinct(PyArrayObject *array)
+static int elements_are_distinct(const sinpe_array *view)
 {
-    if (PyArray_SIZE(array) == 0) {
-        return 1;
-    }
-    npy_intp steps[NPY_MAXDIMS], lengths[NPY_MAXDIMS];
+    npy_intp steps[SINPE_MAX_DIMS], lengths[SINPE_MAX_DIMS];
     int count = 0;
-    for (int axis = 0; axis < PyArray_NDIM(array); ++axis) {
-        const npy_intp length = PyArray_DIM(array, axis);
+    for (int axis = 0; axis < view->ndim; ++axis) {
+        if (view->shape[axis] == 0) {
+            return 1; /* no element at all */
+        }
+    }
+    for (int axis = 0; axis < view->ndim; ++axis) {
+        const npy_intp length = view->shape[axis];
         if (length < 2) {
             continue; /* never stepped along */
         }
-        const npy_intp stride = PyArray_STRIDE(array, axis);
+        const npy_intp stride = view->strides[axis];
         const npy_intp step = stride < 0 ? -stride : stride;
         int at = count++;
         for (; at > 0 && steps[at - 1] > step; --at) { /* insertion sort: few axes */
@@ -523,7 +526,7 @@ static int elements_are_distinct(PyArrayObject *array)
         steps[at] = step;
         lengths[at] = length;
     }
-    npy_intp span = PyArray_ITEMSIZE(array); /* bytes covered by the smaller axes */
+    npy_intp span = (npy_intp)sinpe_itemsize(view->dtype); /* bytes covered by the smaller axes */
     for (int i = 0; i < count; ++i) {
         if (steps[i] < span) {
             return 0;
@@ -534,6 +537,18 @@ static int elements_are_distinct(PyArrayObject *array)
         span = steps[i] > (NPY_MAX_INTP - span) / reach ? NPY_MAX_INTP : span + steps[i] * reach;
     }
     return 1;
+}
+
+static int check_distinct(const sinpe_array *view, const char *name)
+{
+    if (elements_are_distinct(view)) {
+        return 0;
+    }
+    PyErr_Format(PyExc_ValueError,
+                 "%s has elements that share memory (a zero or overlapping stride, as from "
+                 "as_strided or tensor.expand); writing it in place is ambiguous",
+                 name);
+    return -1;
 }
 
 int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_array *view, int *torch_scalar)
@@ -555,19 +570,53 @@ int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_array *view, int *
         PyErr_Format(PyExc_ValueError, "%s is read-only", name);
         return -1;
     }
-    if (!elements_are_distinct(array)) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s has elements that share memory (a zero or overlapping stride, as "
-                     "from as_strided or tensor.expand); writing it in place is ambiguous",
-                     name);
-        return -1;
-    }
     view->data = PyArray_BYTES(array);
     view->byteswapped = PyArray_ISBYTESWAPPED(array);
     view->ndim = PyArray_NDIM(array);
     view->shape = PyArray_DIMS(array);
     view->strides = PyArray_STRIDES(array);
-    return 0;
+    return check_distinct(view, name);
+}
+
+int sinpe_tensor_arg(PyObject *address_obj, PyObject *shape_obj, PyObject *strides_obj,
+                     PyObject *dtype_obj, const char *name, sinpe_array *view, ptrdiff_t *shape,
+                     ptrdiff_t *strides)
+{
+    long long dtype;
+    if (sinpe_integer_arg(dtype_obj, "dtype", &dtype) < 0) {
+        return -1;
+    }
+    if (dtype < SINPE_FLOAT16 || dtype > SINPE_BFLOAT16 || !PyTuple_Check(shape_obj) ||
+        !PyTuple_Check(strides_obj) || PyTuple_GET_SIZE(shape_obj) != PyTuple_GET_SIZE(strides_obj) ||
+        PyTuple_GET_SIZE(shape_obj) > SINPE_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "%s: not a tensor's dtype, shape and strides", name);
+        return -1;
+    }
+    view->dtype = (sinpe_dtype)dtype;
+    view->byteswapped = 0;
+    view->ndim = (int)PyTuple_GET_SIZE(shape_obj);
+    view->shape = shape;
+    view->strides = strides;
+    const ptrdiff_t itemsize = (ptrdiff_t)sinpe_itemsize(view->dtype);
+    for (int i = 0; i < view->ndim; ++i) {
+        /* tuples hold their items: no other thread can take them away */
+        const Py_ssize_t length = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape_obj, i));
+        const Py_ssize_t stride = PyLong_AsSsize_t(PyTuple_GET_ITEM(strides_obj, i));
+        if ((length == -1 || stride == -1) && PyErr_Occurred()) {
+            return -1;
+        }
+        if (length < 0 || stride > PTRDIFF_MAX / itemsize || stride < -(PTRDIFF_MAX / itemsize)) {
+            PyErr_Format(PyExc_ValueError, "%s: not a tensor's shape and strides", name);
+            return -1;
+        }
+        shape[i] = length;
+        strides[i] = stride * itemsize;
+    }
+    view->data = PyLong_AsVoidPtr(address_obj);
+    if (view->data == NULL && PyErr_Occurred()) {
+        return -1;
+    }
+    return check_distinct(view, name);
 }
 
 /* The expected shape for a message: `expected`, or the tuple of dims. */
@@ -752,15 +801,29 @@ static int check_signals(void *context)
     return failed;
 }
 
+/* Calls that write fewer elements keep the GIL (as NumPy's loops do below
+ * a size): releasing and taking it back costs more than their work. */
+#define GIL_FREE_ELEMENTS 8192
+
 int sinpe_run_call(sinpe_call *c, const sinpe_array *out, const sinpe_array *out2, int fresh)
 {
     PyThreadState *thread_state;
     c->plan.flags |= SINPE_PRIVATE_INPUTS | (fresh ? SINPE_FRESH_OUTPUT : 0u);
-    c->plan.cancel = PyThread_get_thread_ident() == main_thread_ident ? check_signals : NULL;
-    c->plan.cancel_context = &thread_state;
-    thread_state = PyEval_SaveThread();
-    const int status = sinpe_run(&c->plan, out, out2);
-    PyEval_RestoreThread(thread_state);
+    double elements = 1.0;
+    for (int i = 0; i < out->ndim; ++i) {
+        elements *= (double)out->shape[i];
+    }
+    int status;
+    if (elements < GIL_FREE_ELEMENTS) { /* never cancelled: one chunk */
+        c->plan.cancel = NULL;
+        status = sinpe_run(&c->plan, out, out2);
+    } else {
+        c->plan.cancel = PyThread_get_thread_ident() == main_thread_ident ? check_signals : NULL;
+        c->plan.cancel_context = &thread_state;
+        thread_state = PyEval_SaveThread();
+        status = sinpe_run(&c->plan, out, out2);
+        PyEval_RestoreThread(thread_state);
+    }
     switch (status) {
     case SINPE_OK:
         return 0;

@@ -66,6 +66,13 @@ int sinpe_check_angles(const sinpe_call *c);
  * *torch_scalar: the array is a torch tensor's half-type memory, whose
  * scalars torch rounds to float32 (not to the dtype as NumPy does). */
 int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_array *view, int *torch_scalar);
+/* A torch tensor's memory as sinpe.torch hands it over: its address, shape
+ * and strides (tuples; strides in elements) and a sinpe_dtype code.  The
+ * view's shape and strides are stored in the caller's arrays
+ * (SINPE_MAX_DIMS each).  Checked like an array: no shared elements. */
+int sinpe_tensor_arg(PyObject *address_obj, PyObject *shape_obj, PyObject *strides_obj,
+                     PyObject *dtype_obj, const char *name, sinpe_array *view, ptrdiff_t *shape,
+                     ptrdiff_t *strides);
 /* out= of shape ndim/dims (a new reference to it), or a new array of dtype=
  * (default float32).  expected: the shape as messages should name it (e.g.
  * "(L=5, d=4)"), or NULL for the tuple.  *fresh: the array is new. */

@@ -7,9 +7,11 @@
 #define SINPE_IMPORTS_NUMPY
 #include "args.h"
 #include "docstrings.h"
+#include "row_cache.h"
 #include "table.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +81,76 @@ static int check_row_shape(PyObject *name_obj, int ndim, const npy_intp *dims,
     return -1;
 }
 
+/* The add of add_ and of sinpe.torch's add_, once the array (`name`) and
+ * the scalars are known: positions (along axis from offset, or given),
+ * padding, then the kernel.  0, or -1 with an exception set. */
+/* The array's name in add_'s messages, as the caller knows it. */
+typedef struct {
+    const char *array, *rows, *row_shape;
+} add_names;
+static const add_names embeddings_names = {"embeddings", "embeddings.shape[axis]",
+                                           "embeddings.shape[:-1] ="};
+static const add_names tensor_names = {"tensor", "tensor.shape[axis]", "tensor.shape[:-1] ="};
+
+static int add_into(sinpe_call *c, sinpe_array *view, const add_names *names, PyObject *n_obj,
+                    PyObject *offset_obj, long long offset, long long axis, PyObject *layout_obj,
+                    PyObject *schedule_obj, PyObject *freq_obj, PyObject *positions_obj,
+                    PyObject *padding_obj)
+{
+    const char *name = names->array;
+    if (view->ndim < 2) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s must have at least 2 axes (positions, features), got ndim=%d", name,
+                     view->ndim);
+        return -1;
+    }
+    if (positions_obj != Py_None && offset_obj != NULL) {
+        PyErr_Format(PyExc_ValueError,
+                     "offset and positions are exclusive (add the offset to the positions), "
+                     "got offset=%R",
+                     offset_obj);
+        return -1;
+    }
+    const int nrow = view->ndim - 1;
+    int status = sinpe_columns_arg(c, n_obj, layout_obj, schedule_obj, freq_obj,
+                                   view->shape[nrow], 0, 0);
+    if (status == 0 && positions_obj != Py_None) { /* per-token positions: no axis */
+        int ndim;
+        npy_intp dims[SINPE_MAX_DIMS];
+        PyObject *positions_name = PyUnicode_FromString("positions");
+        status = positions_name == NULL ||
+                         sinpe_positions_arg(c, positions_obj, &ndim, dims) < 0 ||
+                         check_row_shape(positions_name, ndim, dims, view) < 0
+                     ? -1
+                     : 0;
+        Py_XDECREF(positions_name);
+    } else if (status == 0) {
+        const long long pos_axis = axis < 0 ? axis + view->ndim : axis;
+        if (pos_axis < 0 || pos_axis >= view->ndim) {
+            PyErr_Format(PyExc_ValueError, "axis=%lld is out of range for %s with %d axes", axis,
+                         name, view->ndim);
+            status = -1;
+        } else if (pos_axis == nrow) {
+            PyErr_Format(PyExc_ValueError,
+                         "axis=%lld names the feature axis (the last); positions must run along "
+                         "another axis",
+                         axis);
+            status = -1;
+        } else {
+            status = sinpe_range_arg(c, (int)pos_axis, offset, view->shape[pos_axis],
+                                     names->rows);
+        }
+    }
+    if (status == 0 && padding_obj != Py_None) {
+        status = sinpe_padding_arg(c, padding_obj, nrow, view->shape, names->row_shape);
+    }
+    if (status == 0 && sinpe_check_angles(c) == 0) {
+        c->plan.add = 1;
+        return sinpe_run_call(c, view, NULL, 0);
+    }
+    return -1;
+}
+
 static PyObject *add_(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"embeddings", "n", "offset", "axis", "scale", "layout",
@@ -104,62 +176,54 @@ static PyObject *add_(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwa
         sinpe_scale_arg(scale_obj, x_obj, torch_scalar, &c.plan.scale) < 0) {
         return NULL;
     }
-    if (view.ndim < 2) {
-        return PyErr_Format(PyExc_ValueError,
-                            "embeddings must have at least 2 axes (positions, features), got "
-                            "ndim=%d",
-                            view.ndim);
-    }
-    if (positions_obj != Py_None && offset_obj != NULL) {
-        return PyErr_Format(PyExc_ValueError,
-                            "offset and positions are exclusive (add the offset to the "
-                            "positions), got offset=%R",
-                            offset_obj);
-    }
-    const int nrow = view.ndim - 1;
-    int status = sinpe_columns_arg(&c, n_obj, layout_obj, schedule_obj, freq_obj,
-                                   view.shape[nrow], 0, 0);
-    if (status == 0 && positions_obj != Py_None) { /* per-token positions: no axis */
-        int ndim;
-        npy_intp dims[SINPE_MAX_DIMS];
-        PyObject *name = PyUnicode_FromString("positions");
-        status = name == NULL || sinpe_positions_arg(&c, positions_obj, &ndim, dims) < 0 ||
-                         check_row_shape(name, ndim, dims, &view) < 0
-                     ? -1
-                     : 0;
-        Py_XDECREF(name);
-    } else if (status == 0) {
-        const long long pos_axis = axis < 0 ? axis + view.ndim : axis;
-        if (pos_axis < 0 || pos_axis >= view.ndim) {
-            PyErr_Format(PyExc_ValueError, "axis=%lld is out of range for embeddings with %d axes",
-                         axis, view.ndim);
-            status = -1;
-        } else if (pos_axis == nrow) {
-            PyErr_Format(PyExc_ValueError,
-                         "axis=%lld names the feature axis (the last); positions must run along "
-                         "another axis",
-                         axis);
-            status = -1;
-        } else {
-            status = sinpe_range_arg(&c, (int)pos_axis, offset, view.shape[pos_axis],
-                                     "embeddings.shape[axis]");
-        }
-    }
-    if (status == 0 && padding_obj != Py_None) {
-        status = sinpe_padding_arg(&c, padding_obj, nrow, view.shape, "embeddings.shape[:-1] =");
-    }
-    if (status == 0 && sinpe_check_angles(&c) == 0) {
-        c.plan.add = 1;
-        status = sinpe_run_call(&c, &view, NULL, 0);
-    } else {
-        status = -1;
-    }
+    const int status = add_into(&c, &view, &embeddings_names, n_obj, offset_obj, offset, axis,
+                                layout_obj, schedule_obj, freq_obj, positions_obj, padding_obj);
     sinpe_call_release(&c);
     if (status < 0) {
         return NULL;
     }
     Py_INCREF(x_obj);
     return x_obj;
+}
+
+/* sinpe.torch's add_ on a CPU tensor, given by its memory rather than by a
+ * NumPy view (making one costs more than a decode step's add):
+ * _add_tensor(address, shape, strides, dtype, n, offset, axis, scale), the
+ * strides in elements, dtype a sinpe_dtype.  sinpe.torch guarantees a live
+ * strided tensor whose memory holds its values; the rest is checked here,
+ * as add_ checks an array, with torch's scalar rule (scale rounded to
+ * float32 but for float64). */
+static PyObject *add_tensor(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        return PyErr_Format(PyExc_TypeError, "_add_tensor takes 8 arguments, got %zd", nargs);
+    }
+    sinpe_call c;
+    SINPE_CALL_INIT(&c);
+    ptrdiff_t shape[SINPE_MAX_DIMS], strides[SINPE_MAX_DIMS];
+    sinpe_array view;
+    long long offset = 0, axis = -2;
+    double scale;
+    if (sinpe_tensor_arg(args[0], args[1], args[2], args[3], "tensor", &view, shape, strides) < 0 ||
+        sinpe_real_arg(args[4], "n", &c.plan.n) < 0 ||
+        sinpe_integer_arg(args[5], "offset", &offset) < 0 ||
+        sinpe_integer_arg(args[6], "axis", &axis) < 0 || sinpe_check_base(c.plan.n) < 0 ||
+        sinpe_real_arg(args[7], "scale", &scale) < 0) {
+        return NULL;
+    }
+    c.plan.scale = view.dtype == SINPE_FLOAT64 ? scale : (double)(float)scale;
+    if (!isfinite(c.plan.scale)) {
+        return PyErr_Format(PyExc_ValueError,
+                            "scale must be finite in the tensor's arithmetic, got scale=%R",
+                            args[7]);
+    }
+    const int status = add_into(&c, &view, &tensor_names, args[4], args[5], offset, axis, NULL, NULL,
+                                NULL, Py_None, Py_None);
+    sinpe_call_release(&c);
+    if (status < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 static PyObject *encode_at(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
@@ -464,6 +528,15 @@ static PyObject *clear_cache(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(un
     Py_RETURN_NONE;
 }
 
+/* (tables, bytes) that the cache of made tables keeps (tests). */
+static PyObject *row_cache(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(unused))
+{
+    int tables;
+    size_t bytes;
+    sinpe_rows_stats(&tables, &bytes);
+    return Py_BuildValue("(in)", tables, (Py_ssize_t)bytes);
+}
+
 /* SINPE_NUM_THREADS, read once at import.  A bad value warns and is ignored
  * rather than making the import fail. */
 static int threads_from_environment(void)
@@ -559,6 +632,11 @@ static PyMethodDef core_methods[] = {
     {"set_num_threads", set_num_threads, METH_O, set_num_threads_doc},
     {"get_num_threads", get_num_threads, METH_NOARGS, get_num_threads_doc},
     {"clear_cache", clear_cache, METH_NOARGS, clear_cache_doc},
+    {"_row_cache", row_cache, METH_NOARGS,
+     "_row_cache()\n--\n\n(tables, bytes) kept for adds (tests)."},
+    {"_add_tensor", (PyCFunction)(void (*)(void))add_tensor, METH_FASTCALL,
+     "_add_tensor(address, shape, strides, dtype, n, offset, axis, scale, /)\n--\n\n"
+     "sinpe.torch's add_ on a CPU tensor's memory (private)."},
     {"_simd_levels", simd_levels, METH_NOARGS,
      "_simd_levels()\n--\n\n(level in use, [levels this CPU has]), by SINPE_SIMD's names."},
     {"_select_simd", select_simd, METH_O,

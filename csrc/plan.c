@@ -328,9 +328,16 @@ static void cut_spans(plan_t *plan, double row_bytes)
     const group_t *g = &plan->groups[0];
     const double outer_bytes = row_bytes * (double)g->inner_count;
     double span;
-    if (plan->adding && plan->made == NULL) { /* the tile bounds the span: whole blocks when it can */
+    if (plan->adding && plan->made == NULL) {
+        /* The tile bounds the span, in whole blocks when it can.  Every
+         * chunk makes its own rows, so threads get their chunks from
+         * shorter spans (down to a block) before they would split the
+         * copies into parts that each make the same rows again. */
         span = (double)plan->tile_rows;
         span = span >= SINPE_BLOCK_ROWS ? SINPE_BLOCK_ROWS * floor(span / SINPE_BLOCK_ROWS) : span;
+        const double shared = SINPE_BLOCK_ROWS *
+                              ceil((double)g->outer_count / (4.0 * plan->threads) / SINPE_BLOCK_ROWS);
+        span = span >= SINPE_BLOCK_ROWS && shared < span ? shared : span;
     } else { /* a chunk's bytes, in whole blocks (one anchor each) */
         span = SINPE_BLOCK_ROWS * ceil(CHUNK_BYTES / (outer_bytes > 1.0 ? outer_bytes : 1.0) /
                                        SINPE_BLOCK_ROWS);

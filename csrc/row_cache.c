@@ -176,6 +176,17 @@ void sinpe_rows_clear(void)
     sinpe_mutex_unlock(&lock);
 }
 
+void sinpe_rows_stats(int *tables, size_t *bytes)
+{
+    sinpe_mutex_lock(&lock);
+    *tables = 0;
+    for (int i = 0; i < SINPE_ROW_CACHE_SLOTS; ++i) {
+        *tables += slots[i] != NULL;
+    }
+    *bytes = kept_bytes;
+    sinpe_mutex_unlock(&lock);
+}
+
 void sinpe_rows_cache_prefork(void)
 {
     sinpe_mutex_lock(&lock);

@@ -69,4 +69,7 @@ void sinpe_rows_release(sinpe_rows *rows);
 /* Drops every kept table (those in use are freed when released). */
 void sinpe_rows_clear(void);
 
+/* How many tables are kept, and their bytes (tests). */
+void sinpe_rows_stats(int *tables, size_t *bytes);
+
 #endif /* SINPE_ROW_CACHE_H */
