@@ -231,6 +231,10 @@ static inline ptrdiff_t sinpe_atomic_fetch_add(sinpe_atomic *a, ptrdiff_t v)
 {
     return (ptrdiff_t)InterlockedExchangeAdd64(&a->value, (LONG64)v);
 }
+static inline ptrdiff_t sinpe_atomic_exchange(sinpe_atomic *a, ptrdiff_t v)
+{
+    return (ptrdiff_t)InterlockedExchange64(&a->value, (LONG64)v);
+}
 #else
 #include <stdatomic.h>
 typedef struct {
@@ -249,6 +253,23 @@ static inline ptrdiff_t sinpe_atomic_fetch_add(sinpe_atomic *a, ptrdiff_t v)
 {
     return atomic_fetch_add(&a->value, v);
 }
+static inline ptrdiff_t sinpe_atomic_exchange(sinpe_atomic *a, ptrdiff_t v)
+{
+    return atomic_exchange(&a->value, v);
+}
+#endif
+
+/* A hint inside a spin-wait loop: yields the core's pipeline (and an SMT
+ * sibling) while the loop polls. */
+#if defined(_WIN32)
+#define sinpe_cpu_relax() YieldProcessor()
+#elif defined(SINPE_X86_64)
+#include <emmintrin.h>
+#define sinpe_cpu_relax() _mm_pause()
+#elif defined(__aarch64__)
+#define sinpe_cpu_relax() __asm__ volatile("yield" ::: "memory")
+#else
+#define sinpe_cpu_relax() ((void)0)
 #endif
 
 /* ------------------------------------------------------------------ */
@@ -313,6 +334,15 @@ static inline int sinpe_thread_start(sinpe_thread_fn fn)
     return 0;
 }
 
+/* A monotonic clock, in nanoseconds (spin-waits). */
+static inline int64_t sinpe_now_ns(void)
+{
+    LARGE_INTEGER count, frequency;
+    QueryPerformanceCounter(&count);
+    QueryPerformanceFrequency(&frequency);
+    return (int64_t)((double)count.QuadPart * (1e9 / (double)frequency.QuadPart));
+}
+
 /* The logical processors this process may run on. */
 static inline long sinpe_cpu_count(void)
 {
@@ -336,6 +366,7 @@ static inline void sinpe_at_fork(void (*prepare)(void), void (*parent)(void), vo
 #else /* POSIX */
 #include <pthread.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 #if defined(__linux__)
 #include <sched.h>
@@ -393,6 +424,14 @@ static inline int sinpe_thread_start(sinpe_thread_fn fn)
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return status == 0 ? 0 : -1;
+}
+
+/* A monotonic clock, in nanoseconds (spin-waits). */
+static inline int64_t sinpe_now_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 }
 
 /* The cores this process may run on (taskset and cpusets respected). */

@@ -75,38 +75,95 @@ void sinpe_threads_set(int threads)
     sinpe_atomic_store(&requested_threads, clamp_threads(threads));
 }
 
+/* How long a thread polls before it sleeps: a helper after its job, for
+ * the next one (a loop of calls then finds it awake, as OpenMP's threads
+ * are), and the caller for its helpers' last chunks.  Waking a sleeping
+ * thread costs tens of microseconds on a VM, as much as a call of a few
+ * hundred KB. */
+#define SPIN_NS 200000
+
+/* The hot path (a job posted, seats taken, helpers leaving) is atomics; the
+ * lock and condition variables serve only threads that stopped polling. */
 static struct {
     sinpe_mutex lock;
-    sinpe_cond wake; /* helpers wait here for a job */
-    sinpe_cond idle; /* the caller waits here for its helpers */
-    int workers;     /* helpers started */
-    int busy;        /* a call owns the pool */
-    job_t *job;
-    unsigned long epoch; /* one per job, so a helper joins a job once */
-    int seats;           /* helpers that may still join the job */
-    int joined;          /* helpers that did: their worker numbers */
-    int active;          /* helpers inside the job */
-} pool = {SINPE_MUTEX_INIT, SINPE_COND_INIT, SINPE_COND_INIT, 0, 0, NULL, 0, 0, 0, 0};
+    sinpe_cond wake;     /* sleeping helpers wait here for a job */
+    sinpe_cond idle;     /* a sleeping caller waits here for its helpers */
+    int workers;         /* helpers started (lock) */
+    int sleeping;        /* helpers waiting on wake (lock) */
+    int waiting;         /* the caller waits on idle (lock) */
+    sinpe_atomic busy;   /* a call owns the pool */
+    sinpe_atomic epoch;  /* one per job, so a helper takes a seat once */
+    sinpe_atomic job;    /* the job_t, while its seats are open */
+    sinpe_atomic seats;  /* helpers that may still join the job */
+    sinpe_atomic joined; /* helpers that did: their worker numbers */
+    sinpe_atomic active; /* helpers inside the job, or deciding whether to join it */
+} pool = {SINPE_MUTEX_INIT, SINPE_COND_INIT, SINPE_COND_INIT, 0, 0, 0,
+          SINPE_ATOMIC_INIT(0), SINPE_ATOMIC_INIT(0), SINPE_ATOMIC_INIT(0),
+          SINPE_ATOMIC_INIT(0), SINPE_ATOMIC_INIT(0), SINPE_ATOMIC_INIT(0)};
+
+/* Polls until fn(arg) holds or SPIN_NS pass; whether it holds. */
+static int spin_until(int (*fn)(ptrdiff_t), ptrdiff_t arg)
+{
+    const int64_t start = sinpe_now_ns();
+    for (int i = 1;; ++i) {
+        if (fn(arg)) {
+            return 1;
+        }
+        sinpe_cpu_relax();
+        if (i % 64 == 0 && sinpe_now_ns() - start > SPIN_NS) {
+            return 0;
+        }
+    }
+}
+
+static int new_epoch(ptrdiff_t seen)
+{
+    return sinpe_atomic_load(&pool.epoch) != seen;
+}
+
+static int helpers_gone(ptrdiff_t unused)
+{
+    (void)unused;
+    return sinpe_atomic_load(&pool.active) == 0;
+}
+
+/* A helper is done with a job (or did not get a seat). */
+static void leave_job(void)
+{
+    if (sinpe_atomic_fetch_add(&pool.active, -1) == 1) {
+        sinpe_mutex_lock(&pool.lock);
+        if (pool.waiting) {
+            sinpe_cond_signal(&pool.idle);
+        }
+        sinpe_mutex_unlock(&pool.lock);
+    }
+}
 
 static void helper_main(void)
 {
-    unsigned long seen = 0;
-    sinpe_mutex_lock(&pool.lock);
+    ptrdiff_t seen = -1; /* a new helper joins the job being posted */
     for (;;) {
-        while (pool.job == NULL || pool.seats == 0 || pool.epoch == seen) {
-            sinpe_cond_wait(&pool.wake, &pool.lock);
+        if (!spin_until(new_epoch, seen)) {
+            sinpe_mutex_lock(&pool.lock);
+            pool.sleeping++;
+            while (!new_epoch(seen)) {
+                sinpe_cond_wait(&pool.wake, &pool.lock);
+            }
+            pool.sleeping--;
+            sinpe_mutex_unlock(&pool.lock);
         }
-        seen = pool.epoch;
-        job_t *job = pool.job;
-        pool.seats--;
-        const int worker = ++pool.joined;
-        pool.active++;
-        sinpe_mutex_unlock(&pool.lock);
-        run_job(job, worker);
-        sinpe_mutex_lock(&pool.lock);
-        if (--pool.active == 0) {
-            sinpe_cond_signal(&pool.idle);
+        seen = sinpe_atomic_load(&pool.epoch);
+        /* Counted in active before taking a seat: a caller that sees no
+         * helper active after closing the seats has none that will touch
+         * its job; a late one finds the seats closed (or those of the
+         * next job, whose fields were stored before its seats). */
+        sinpe_atomic_fetch_add(&pool.active, 1);
+        if (sinpe_atomic_fetch_add(&pool.seats, -1) > 0) {
+            job_t *job = (job_t *)(uintptr_t)sinpe_atomic_load(&pool.job);
+            const int worker = (int)sinpe_atomic_fetch_add(&pool.joined, 1) + 1;
+            run_job(job, worker);
         }
+        leave_job();
     }
 }
 
@@ -137,11 +194,13 @@ static void after_fork_parent(void)
 static void after_fork_child(void)
 {
     pool.workers = 0;
-    pool.busy = 0;
-    pool.job = NULL;
-    pool.seats = 0;
-    pool.joined = 0;
-    pool.active = 0;
+    pool.sleeping = 0;
+    pool.waiting = 0;
+    sinpe_atomic_store(&pool.busy, 0);
+    sinpe_atomic_store(&pool.job, 0);
+    sinpe_atomic_store(&pool.seats, 0);
+    sinpe_atomic_store(&pool.joined, 0);
+    sinpe_atomic_store(&pool.active, 0);
     /* helpers may have been waiting on these in the parent */
     const sinpe_cond fresh = SINPE_COND_INIT;
     pool.wake = fresh;
@@ -171,21 +230,22 @@ void sinpe_threads_once(void)
 static int claim_pool(job_t *job, int helpers)
 {
     sinpe_threads_once();
-    sinpe_mutex_lock(&pool.lock);
-    if (pool.busy) {
-        sinpe_mutex_unlock(&pool.lock);
+    if (sinpe_atomic_exchange(&pool.busy, 1) != 0) {
         return -1;
     }
-    pool.busy = 1;
+    sinpe_mutex_lock(&pool.lock);
     start_helpers(helpers);
     if (helpers > pool.workers) {
         helpers = pool.workers;
     }
-    pool.job = job;
-    pool.epoch++;
-    pool.seats = helpers;
-    pool.joined = 0;
-    if (helpers > 0) {
+    sinpe_mutex_unlock(&pool.lock);
+    /* the job's fields before its seats, the seats before the epoch */
+    sinpe_atomic_store(&pool.job, (ptrdiff_t)(uintptr_t)job);
+    sinpe_atomic_store(&pool.joined, 0);
+    sinpe_atomic_store(&pool.seats, helpers);
+    sinpe_atomic_fetch_add(&pool.epoch, 1);
+    sinpe_mutex_lock(&pool.lock);
+    if (pool.sleeping > 0) {
         sinpe_cond_broadcast(&pool.wake);
     }
     sinpe_mutex_unlock(&pool.lock);
@@ -195,14 +255,18 @@ static int claim_pool(job_t *job, int helpers)
 /* Closes the job to latecomers, waits for the helpers inside it. */
 static void release_pool(void)
 {
-    sinpe_mutex_lock(&pool.lock);
-    pool.job = NULL;
-    pool.seats = 0;
-    while (pool.active > 0) {
-        sinpe_cond_wait(&pool.idle, &pool.lock);
+    sinpe_atomic_store(&pool.seats, 0);
+    if (!spin_until(helpers_gone, 0)) {
+        sinpe_mutex_lock(&pool.lock);
+        pool.waiting = 1;
+        while (!helpers_gone(0)) {
+            sinpe_cond_wait(&pool.idle, &pool.lock);
+        }
+        pool.waiting = 0;
+        sinpe_mutex_unlock(&pool.lock);
     }
-    pool.busy = 0;
-    sinpe_mutex_unlock(&pool.lock);
+    sinpe_atomic_store(&pool.job, 0);
+    sinpe_atomic_store(&pool.busy, 0);
 }
 
 int sinpe_run_chunks(ptrdiff_t chunks, int threads, sinpe_chunk_fn fn, void *context,

@@ -9,7 +9,11 @@ to save the figures).  One row per case:
   PyTorch recipe (when torch is installed);
 * ``encode(out=)`` and ``rope(out=)`` vs ``ndarray.fill`` of the same bytes;
 * ``add_`` vs ``numpy.add(x, pe, out=x)`` and torch's ``x.add_(pe)`` with
-  ``pe`` already computed, and ``add_(x, scale=sqrt(d))`` vs ``add_(x)``.
+  ``pe`` already computed, and ``add_(x, scale=sqrt(d))`` vs ``add_(x)``;
+* the hot path (``--hot-path`` for it alone): ``add_`` and ``sinpe.torch.add_``
+  on the shapes training and decoding loops use, one thread and all, against
+  torch and NumPy, and the compute-bound tables on all threads against one
+  (sinpe/_bench_hot.py).
 
 The first line names the CPU and the SIMD level sinpe's loops run at: the
 ratios differ between CPUs.
@@ -40,6 +44,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 import sinpe
+from sinpe._bench_hot import hot_path_cases, print_hot_path
 from sinpe._config import simd_label
 from sinpe.reference import table_float64
 
@@ -379,6 +384,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--threads", type=int, metavar="K",
                         help="sinpe threads (default: sinpe.get_num_threads())")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch recipes")
+    parser.add_argument("--hot-path", action="store_true",
+                        help="time only the hot path (add_ of a training or decoding step, "
+                             "on one thread and on all, against torch and NumPy)")
     parser.add_argument("--variants", action="store_true",
                         help="time the variants (layouts, schedules, positions, RoPE, grids) "
                              "against the default table instead")
@@ -424,6 +432,18 @@ def _run(args: argparse.Namespace) -> int:
         torch_version, torch_threads = str(torch.__version__), str(torch.get_num_threads())
 
     load_before = _load_average()
+    torch_module = None
+    if torch_recipes:
+        import torch as torch_module
+    if args.hot_path:
+        header = _header(args, load_before, torch_version, torch_threads)
+        hot = hot_path_cases(args.quick, torch_module)
+        _print_cpu(header, sys.stdout)
+        print_hot_path(hot, sys.stdout)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"header": header, "hot_path": hot}, f, indent=2)
+        return 0
     results = [
         _encode_case(16, 64, args.quick, True, torch_recipes),
         _encode_case(5000, 512, args.quick, True, torch_recipes),
@@ -440,11 +460,13 @@ def _run(args: argparse.Namespace) -> int:
     ]
     for result in results:
         _summarise(result)
+    hot = hot_path_cases(args.quick, torch_module)
     header = _header(args, load_before, torch_version, torch_threads)
     _print_table(results, header, sys.stdout)
+    print_hot_path(hot, sys.stdout)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"header": header, "results": results}, f, indent=2)
+            json.dump({"header": header, "results": results, "hot_path": hot}, f, indent=2)
     return 0
 
 
