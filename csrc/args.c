@@ -129,8 +129,13 @@ int sinpe_check_range(long long offset, Py_ssize_t rows, const char *rows_name)
 
 int sinpe_int_sequence_arg(PyObject *obj, const char *name, Py_ssize_t *count, long long *values)
 {
+    /* A tuple of the items, owned, rather than the list's own items: each
+     * item's __index__ is Python code that may change the list (so may
+     * another thread, with or without a GIL), which would free an item read
+     * as a borrowed reference, or shorten the list under the loop.  A list
+     * is copied in one step under its own lock (free-threaded builds). */
     PyObject *seq = PySequence_Check(obj) && !PyUnicode_Check(obj) && !PyBytes_Check(obj)
-                        ? PySequence_Fast(obj, name)
+                        ? PySequence_Tuple(obj)
                         : NULL;
     if (seq == NULL) {
         PyErr_Clear();
@@ -138,7 +143,7 @@ int sinpe_int_sequence_arg(PyObject *obj, const char *name, Py_ssize_t *count, l
                      Py_TYPE(obj)->tp_name);
         return -1;
     }
-    const Py_ssize_t length = PySequence_Fast_GET_SIZE(seq);
+    const Py_ssize_t length = PyTuple_GET_SIZE(seq);
     int status = 0;
     if (*count >= 0 && length != *count) {
         PyErr_Format(PyExc_ValueError, "%s=%R has %zd entries, expected one per grid axis (%zd)",
@@ -150,7 +155,7 @@ int sinpe_int_sequence_arg(PyObject *obj, const char *name, Py_ssize_t *count, l
         status = -1;
     }
     for (Py_ssize_t i = 0; status == 0 && i < length; ++i) {
-        status = sinpe_integer_arg(PySequence_Fast_GET_ITEM(seq, i), name, &values[i]);
+        status = sinpe_integer_arg(PyTuple_GET_ITEM(seq, i), name, &values[i]);
     }
     Py_DECREF(seq);
     *count = status == 0 ? length : *count;
@@ -441,14 +446,27 @@ static const char *const supported_dtypes =
 
 /* The label a private view carries in its dtype metadata ({"sinpe": label}):
  * sinpe.torch passes torch tensors' memory this way, bfloat16 as int16 bits
- * since NumPy has no bfloat16 of its own.  NULL when there is none. */
-static const char *torch_label(PyArray_Descr *descr)
+ * since NumPy has no bfloat16 of its own.  A new reference to the str (its
+ * UTF-8 text lives as long as it), or NULL when there is none. */
+static PyObject *torch_label(PyArray_Descr *descr)
 {
     PyObject *metadata = PyDataType_METADATA(descr);
-    PyObject *label = metadata != NULL && PyDict_Check(metadata)
-                          ? PyDict_GetItemString(metadata, "sinpe") /* borrowed */
-                          : NULL;
-    return label != NULL && PyUnicode_Check(label) ? PyUnicode_AsUTF8(label) : NULL;
+    PyObject *label = NULL;
+    if (metadata != NULL && PyDict_Check(metadata)) {
+#if PY_VERSION_HEX >= 0x030D0000
+        /* a strong reference taken under the dict's lock (free-threaded builds) */
+        if (PyDict_GetItemStringRef(metadata, "sinpe", &label) < 0) {
+            PyErr_Clear();
+        }
+#else
+        label = PyDict_GetItemString(metadata, "sinpe"); /* the GIL is held until the incref */
+        Py_XINCREF(label);
+#endif
+    }
+    if (label != NULL && !PyUnicode_Check(label)) {
+        Py_CLEAR(label);
+    }
+    return label;
 }
 
 /* ml_dtypes.bfloat16, if ml_dtypes is imported: an array of it can exist
@@ -470,20 +488,23 @@ static int is_ml_dtypes_bfloat16(PyArray_Descr *descr)
  * *torch_scalar: a torch half-type view (torch_label). */
 static int dtype_code(PyArray_Descr *descr, sinpe_dtype *code, int *torch_scalar)
 {
-    const char *label = torch_label(descr);
-    *torch_scalar = label != NULL;
-    if (label != NULL) {
+    PyObject *label_obj = torch_label(descr);
+    *torch_scalar = label_obj != NULL;
+    if (label_obj != NULL) {
+        const char *label = PyUnicode_AsUTF8(label_obj);
         PyErr_Clear(); /* PyUnicode_AsUTF8 cannot fail on a str, but be sure */
-        if (strcmp(label, "torch.bfloat16") == 0 && PyDataType_ELSIZE(descr) == 2 &&
-            PyTypeNum_ISINTEGER(descr->type_num)) {
+        int found = -1;
+        if (label != NULL && strcmp(label, "torch.bfloat16") == 0 &&
+            PyDataType_ELSIZE(descr) == 2 && PyTypeNum_ISINTEGER(descr->type_num)) {
             *code = SINPE_BFLOAT16;
-            return 0;
-        }
-        if (strcmp(label, "torch.float16") == 0 && descr->type_num == NPY_HALF) {
+            found = 0;
+        } else if (label != NULL && strcmp(label, "torch.float16") == 0 &&
+                   descr->type_num == NPY_HALF) {
             *code = SINPE_FLOAT16;
-            return 0;
+            found = 0;
         }
-        return -1;
+        Py_DECREF(label_obj);
+        return found;
     }
     switch (descr->type_num) {
     case NPY_HALF: *code = SINPE_FLOAT16; return 0;
@@ -501,19 +522,21 @@ static int dtype_code(PyArray_Descr *descr, sinpe_dtype *code, int *torch_scalar
  * order, transposes, slices, negative steps) passes; views that repeat
  * elements (zero strides, as_strided overlaps) fail, and writing those in
  * place would add the table several times into the same memory. */
-static int elements_are_distinct(PyArrayObject *array)
+static int elements_are_distinct(const sinpe_array *view, npy_intp itemsize)
 {
-    if (PyArray_SIZE(array) == 0) {
-        return 1;
+    for (int axis = 0; axis < view->ndim; ++axis) {
+        if (view->shape[axis] == 0) {
+            return 1;
+        }
     }
-    npy_intp steps[NPY_MAXDIMS], lengths[NPY_MAXDIMS];
+    npy_intp steps[SINPE_MAX_DIMS], lengths[SINPE_MAX_DIMS];
     int count = 0;
-    for (int axis = 0; axis < PyArray_NDIM(array); ++axis) {
-        const npy_intp length = PyArray_DIM(array, axis);
+    for (int axis = 0; axis < view->ndim; ++axis) {
+        const npy_intp length = view->shape[axis];
         if (length < 2) {
             continue; /* never stepped along */
         }
-        const npy_intp stride = PyArray_STRIDE(array, axis);
+        const npy_intp stride = view->strides[axis];
         const npy_intp step = stride < 0 ? -stride : stride;
         int at = count++;
         for (; at > 0 && steps[at - 1] > step; --at) { /* insertion sort: few axes */
@@ -523,7 +546,7 @@ static int elements_are_distinct(PyArrayObject *array)
         steps[at] = step;
         lengths[at] = length;
     }
-    npy_intp span = PyArray_ITEMSIZE(array); /* bytes covered by the smaller axes */
+    npy_intp span = itemsize; /* bytes covered by the smaller axes */
     for (int i = 0; i < count; ++i) {
         if (steps[i] < span) {
             return 0;
@@ -536,7 +559,20 @@ static int elements_are_distinct(PyArrayObject *array)
     return 1;
 }
 
-int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_array *view, int *torch_scalar)
+/* Fills target's view from NumPy's shape and strides (copied) and descr. */
+static void fill_target(sinpe_target *target, char *data, sinpe_dtype code, PyArray_Descr *descr,
+                        int ndim, const npy_intp *shape, const npy_intp *strides)
+{
+    for (int i = 0; i < ndim; ++i) {
+        target->shape[i] = shape[i];
+        target->strides[i] = strides[i];
+    }
+    target->array = (sinpe_array){data, code, PyDataType_ISBYTESWAPPED(descr), ndim,
+                                  target->shape, target->strides};
+    target->scalar_type = (PyObject *)descr->typeobj;
+}
+
+int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_target *target)
 {
     if (!PyArray_Check(obj)) {
         PyErr_Format(PyExc_TypeError,
@@ -546,28 +582,33 @@ int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_array *view, int *
         return -1;
     }
     PyArrayObject *array = (PyArrayObject *)obj;
-    if (dtype_code(PyArray_DESCR(array), &view->dtype, torch_scalar) < 0) {
+    /* Everything read from one descriptor, held: setting .dtype replaces it */
+    PyArray_Descr *descr = PyArray_DESCR(array);
+    Py_INCREF(descr);
+    sinpe_dtype code;
+    int status = -1;
+    if (dtype_code(descr, &code, &target->torch_scalar) < 0) {
         PyErr_Format(PyExc_TypeError, "%s has dtype %R; sinpe writes only %s", name,
-                     (PyObject *)PyArray_DESCR(array), supported_dtypes);
-        return -1;
-    }
-    if (!PyArray_ISWRITEABLE(array)) {
+                     (PyObject *)descr, supported_dtypes);
+    } else if (!PyArray_ISWRITEABLE(array)) {
         PyErr_Format(PyExc_ValueError, "%s is read-only", name);
-        return -1;
+    } else if (PyArray_NDIM(array) > SINPE_MAX_DIMS) { /* NumPy's own limit: cannot happen */
+        PyErr_Format(PyExc_ValueError, "%s has %d axes; at most %d are supported", name,
+                     PyArray_NDIM(array), SINPE_MAX_DIMS);
+    } else {
+        fill_target(target, PyArray_BYTES(array), code, descr, PyArray_NDIM(array),
+                    PyArray_DIMS(array), PyArray_STRIDES(array));
+        if (!elements_are_distinct(&target->array, PyDataType_ELSIZE(descr))) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s has elements that share memory (a zero or overlapping stride, as "
+                         "from as_strided or tensor.expand); writing it in place is ambiguous",
+                         name);
+        } else {
+            status = 0;
+        }
     }
-    if (!elements_are_distinct(array)) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s has elements that share memory (a zero or overlapping stride, as "
-                     "from as_strided or tensor.expand); writing it in place is ambiguous",
-                     name);
-        return -1;
-    }
-    view->data = PyArray_BYTES(array);
-    view->byteswapped = PyArray_ISBYTESWAPPED(array);
-    view->ndim = PyArray_NDIM(array);
-    view->shape = PyArray_DIMS(array);
-    view->strides = PyArray_STRIDES(array);
-    return 0;
+    Py_DECREF(descr);
+    return status;
 }
 
 /* The expected shape for a message: `expected`, or the tuple of dims. */
@@ -577,7 +618,7 @@ static PyObject *expected_shape(int ndim, const npy_intp *dims, const char *expe
 }
 
 PyArrayObject *sinpe_output_arg(PyObject *out_obj, PyObject *dtype_obj, const char *name, int ndim,
-                                const npy_intp *dims, const char *expected, sinpe_array *view,
+                                const npy_intp *dims, const char *expected, sinpe_target *target,
                                 int *fresh)
 {
     PyArray_Descr *descr = NULL;
@@ -585,10 +626,9 @@ PyArrayObject *sinpe_output_arg(PyObject *out_obj, PyObject *dtype_obj, const ch
         prefix_pending_error("dtype");
         return NULL;
     }
-    int torch_scalar;
     *fresh = out_obj == NULL || out_obj == Py_None;
     if (!*fresh) {
-        if (sinpe_writable_arg(out_obj, name, view, &torch_scalar) < 0) {
+        if (sinpe_writable_arg(out_obj, name, target) < 0) {
             Py_XDECREF(descr);
             return NULL;
         }
@@ -600,7 +640,8 @@ PyArrayObject *sinpe_output_arg(PyObject *out_obj, PyObject *dtype_obj, const ch
             return NULL;
         }
         Py_XDECREF(descr);
-        if (view->ndim != ndim || !PyArray_CompareLists(view->shape, dims, ndim)) {
+        if (target->array.ndim != ndim ||
+            !PyArray_CompareLists(target->array.shape, dims, ndim)) {
             PyObject *shape = PyObject_GetAttrString(out_obj, "shape");
             PyObject *want = expected_shape(ndim, dims, expected);
             if (shape != NULL && want != NULL) {
@@ -617,7 +658,7 @@ PyArrayObject *sinpe_output_arg(PyObject *out_obj, PyObject *dtype_obj, const ch
         descr = PyArray_DescrFromType(NPY_FLOAT);
     }
     sinpe_dtype code;
-    if (dtype_code(descr, &code, &torch_scalar) < 0) {
+    if (dtype_code(descr, &code, &target->torch_scalar) < 0) {
         PyErr_Format(PyExc_TypeError, "dtype=%R is not supported; sinpe writes only %s",
                      (PyObject *)descr, supported_dtypes);
         Py_DECREF(descr);
@@ -647,8 +688,8 @@ PyArrayObject *sinpe_output_arg(PyObject *out_obj, PyObject *dtype_obj, const ch
     if (result == NULL) {
         return NULL;
     }
-    *view = (sinpe_array){PyArray_BYTES(result), code, PyArray_ISBYTESWAPPED(result), ndim,
-                          PyArray_DIMS(result), PyArray_STRIDES(result)};
+    fill_target(target, PyArray_BYTES(result), code, PyArray_DESCR(result), ndim,
+                PyArray_DIMS(result), PyArray_STRIDES(result));
     return result;
 }
 
@@ -683,7 +724,7 @@ int sinpe_check_disjoint(const sinpe_array *a, const char *a_name, const sinpe_a
     return 0;
 }
 
-int sinpe_scale_arg(PyObject *obj, PyObject *x_obj, int torch_scalar, double *scale)
+int sinpe_scale_arg(PyObject *obj, const sinpe_target *x, double *scale)
 {
     if (obj == NULL) {
         *scale = 1.0;
@@ -693,11 +734,10 @@ int sinpe_scale_arg(PyObject *obj, PyObject *x_obj, int torch_scalar, double *sc
     if (sinpe_real_arg(obj, "scale", &given) < 0) {
         return -1;
     }
-    PyArray_Descr *descr = PyArray_DESCR((PyArrayObject *)x_obj);
-    if (torch_scalar) { /* torch rounds the scalar of a half-type op to float32 */
+    if (x->torch_scalar) { /* torch rounds the scalar of a half-type op to float32 */
         *scale = (double)(float)given;
     } else { /* NumPy's x.dtype.type(scale), whatever the dtype */
-        PyObject *typed = PyObject_CallOneArg((PyObject *)descr->typeobj, obj);
+        PyObject *typed = PyObject_CallOneArg(x->scalar_type, obj);
         *scale = typed != NULL ? PyFloat_AsDouble(typed) : -1.0;
         Py_XDECREF(typed);
         if (PyErr_Occurred()) {
@@ -711,7 +751,7 @@ int sinpe_scale_arg(PyObject *obj, PyObject *x_obj, int torch_scalar, double *sc
             PyErr_Format(PyExc_ValueError,
                          "scale must be finite in the array's arithmetic, got scale=%R "
                          "(%R there)",
-                         value, (PyObject *)descr);
+                         value, x->scalar_type);
             Py_DECREF(value);
         }
         return -1;
@@ -725,9 +765,7 @@ int sinpe_scale_arg(PyObject *obj, PyObject *x_obj, int torch_scalar, double *sc
  * enough to run the signal handlers.  Only the main thread runs Python
  * signal handlers, so other threads pass no callback at all. */
 
-static unsigned long main_thread_ident;
-
-int sinpe_find_main_thread(void)
+int sinpe_find_main_thread(unsigned long *main_ident)
 {
     PyObject *threading = PyImport_ImportModule("threading");
     PyObject *main_thread =
@@ -738,7 +776,7 @@ int sinpe_find_main_thread(void)
     if (ident == NULL) {
         return -1;
     }
-    main_thread_ident = PyLong_AsUnsignedLong(ident);
+    *main_ident = PyLong_AsUnsignedLong(ident);
     Py_DECREF(ident);
     return PyErr_Occurred() ? -1 : 0;
 }
@@ -756,7 +794,7 @@ int sinpe_run_call(sinpe_call *c, const sinpe_array *out, const sinpe_array *out
 {
     PyThreadState *thread_state;
     c->plan.flags |= SINPE_PRIVATE_INPUTS | (fresh ? SINPE_FRESH_OUTPUT : 0u);
-    c->plan.cancel = PyThread_get_thread_ident() == main_thread_ident ? check_signals : NULL;
+    c->plan.cancel = PyThread_get_thread_ident() == c->main_thread ? check_signals : NULL;
     c->plan.cancel_context = &thread_state;
     thread_state = PyEval_SaveThread();
     const int status = sinpe_run(&c->plan, out, out2);

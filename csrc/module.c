@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static PyObject *encode(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+static PyObject *encode(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"L", "d", "n", "offset", "dtype", "out",
                                "layout", "schedule", "freq", NULL};
@@ -25,7 +25,7 @@ static PyObject *encode(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
         return NULL;
     }
     sinpe_call c;
-    SINPE_CALL_INIT(&c);
+    SINPE_CALL_INIT(&c, module);
     Py_ssize_t rows, cols;
     long long offset = 0;
     if (sinpe_size_arg(rows_obj, "L", &rows) < 0 || sinpe_size_arg(cols_obj, "d", &cols) < 0 ||
@@ -41,18 +41,18 @@ static PyObject *encode(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
     }
     PyArrayObject *result = NULL;
     const npy_intp dims[2] = {rows, cols};
-    sinpe_array view;
+    sinpe_target out;
     int fresh;
     if (sinpe_check_base(c.plan.n) == 0 && sinpe_range_arg(&c, 0, offset, rows, "L") == 0 &&
         sinpe_columns_arg(&c, n_obj, layout_obj, schedule_obj, freq_obj, cols, 0, 0) == 0 &&
         sinpe_check_angles(&c) == 0) {
         char expected[96];
         snprintf(expected, sizeof expected, "(L=%zd, d=%zd)", rows, cols);
-        result = sinpe_output_arg(out_obj, dtype_obj, "out", 2, dims, expected, &view, &fresh);
+        result = sinpe_output_arg(out_obj, dtype_obj, "out", 2, dims, expected, &out, &fresh);
     }
     /* On Ctrl-C the kernel stops; a new array is dropped half-filled (never
      * returned), an out= array keeps the rows already written. */
-    if (result != NULL && sinpe_run_call(&c, &view, NULL, fresh) < 0) {
+    if (result != NULL && sinpe_run_call(&c, &out.array, NULL, fresh) < 0) {
         Py_CLEAR(result);
     }
     sinpe_call_release(&c);
@@ -78,7 +78,7 @@ static int check_row_shape(PyObject *name_obj, int ndim, const npy_intp *dims,
     return -1;
 }
 
-static PyObject *add_(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+static PyObject *add_(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"embeddings", "n", "offset", "axis", "scale", "layout",
                                "schedule", "freq", "positions", "padding", NULL};
@@ -91,18 +91,18 @@ static PyObject *add_(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwa
         return NULL;
     }
     sinpe_call c;
-    SINPE_CALL_INIT(&c);
+    SINPE_CALL_INIT(&c, module);
     long long offset = 0, axis = -2;
-    int torch_scalar;
-    sinpe_array view;
+    sinpe_target x;
     if ((n_obj != NULL && sinpe_real_arg(n_obj, "n", &c.plan.n) < 0) ||
         (offset_obj != NULL && sinpe_integer_arg(offset_obj, "offset", &offset) < 0) ||
         (axis_obj != NULL && sinpe_integer_arg(axis_obj, "axis", &axis) < 0) ||
-        sinpe_writable_arg(x_obj, "embeddings", &view, &torch_scalar) < 0 ||
+        sinpe_writable_arg(x_obj, "embeddings", &x) < 0 ||
         sinpe_check_base(c.plan.n) < 0 ||
-        sinpe_scale_arg(scale_obj, x_obj, torch_scalar, &c.plan.scale) < 0) {
+        sinpe_scale_arg(scale_obj, &x, &c.plan.scale) < 0) {
         return NULL;
     }
+    const sinpe_array view = x.array; /* its shape and strides point into x */
     if (view.ndim < 2) {
         return PyErr_Format(PyExc_ValueError,
                             "embeddings must have at least 2 axes (positions, features), got "
@@ -149,7 +149,7 @@ static PyObject *add_(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwa
     }
     if (status == 0 && sinpe_check_angles(&c) == 0) {
         c.plan.add = 1;
-        status = sinpe_run_call(&c, &view, NULL, 0);
+        status = sinpe_run_call(&c, &x.array, NULL, 0);
     } else {
         status = -1;
     }
@@ -161,7 +161,7 @@ static PyObject *add_(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwa
     return x_obj;
 }
 
-static PyObject *encode_at(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+static PyObject *encode_at(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"positions", "d", "n", "dtype", "out", "layout",
                                "schedule", "freq", "padding", NULL};
@@ -173,7 +173,7 @@ static PyObject *encode_at(PyObject *Py_UNUSED(module), PyObject *args, PyObject
         return NULL;
     }
     sinpe_call c;
-    SINPE_CALL_INIT(&c);
+    SINPE_CALL_INIT(&c, module);
     Py_ssize_t cols;
     if (sinpe_size_arg(cols_obj, "d", &cols) < 0 ||
         (n_obj != NULL && sinpe_real_arg(n_obj, "n", &c.plan.n) < 0)) {
@@ -185,7 +185,7 @@ static PyObject *encode_at(PyObject *Py_UNUSED(module), PyObject *args, PyObject
     PyArrayObject *result = NULL;
     int ndim, fresh;
     npy_intp dims[SINPE_MAX_DIMS];
-    sinpe_array view;
+    sinpe_target out;
     if (sinpe_check_base(c.plan.n) == 0 &&
         sinpe_columns_arg(&c, n_obj, layout_obj, schedule_obj, freq_obj, cols, 0, 0) == 0 &&
         sinpe_positions_arg(&c, positions_obj, &ndim, dims) == 0 &&
@@ -193,16 +193,16 @@ static PyObject *encode_at(PyObject *Py_UNUSED(module), PyObject *args, PyObject
          sinpe_padding_arg(&c, padding_obj, ndim, dims, "positions.shape =") == 0) &&
         sinpe_check_angles(&c) == 0) {
         dims[ndim] = cols;
-        result = sinpe_output_arg(out_obj, dtype_obj, "out", ndim + 1, dims, NULL, &view, &fresh);
+        result = sinpe_output_arg(out_obj, dtype_obj, "out", ndim + 1, dims, NULL, &out, &fresh);
     }
-    if (result != NULL && sinpe_run_call(&c, &view, NULL, fresh) < 0) {
+    if (result != NULL && sinpe_run_call(&c, &out.array, NULL, fresh) < 0) {
         Py_CLEAR(result);
     }
     sinpe_call_release(&c);
     return (PyObject *)result;
 }
 
-static PyObject *rope(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+static PyObject *rope(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"L", "d", "n", "offset", "positions", "dtype",
                                "out", "layout", "freq", NULL};
@@ -214,7 +214,7 @@ static PyObject *rope(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwa
         return NULL;
     }
     sinpe_call c;
-    SINPE_CALL_INIT(&c);
+    SINPE_CALL_INIT(&c, module);
     c.plan.rope = 1;
     c.plan.layout = SINPE_CONCATENATED;
     Py_ssize_t rows = 0, cols;
@@ -257,7 +257,7 @@ static PyObject *rope(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwa
         outs[1] = PyTuple_GET_ITEM(out_obj, 1);
     }
     PyArrayObject *results[2] = {NULL, NULL};
-    sinpe_array views[2];
+    sinpe_target targets[2];
     int ndim = 1, fresh;
     npy_intp dims[SINPE_MAX_DIMS] = {rows};
     int status =
@@ -271,15 +271,15 @@ static PyObject *rope(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwa
     dims[ndim] = cols;
     static const char *const names[2] = {"out[0]", "out[1]"};
     for (int t = 0; status == 0 && t < 2; ++t) {
-        results[t] = sinpe_output_arg(outs[t], dtype_obj, names[t], ndim + 1, dims, NULL, &views[t],
+        results[t] = sinpe_output_arg(outs[t], dtype_obj, names[t], ndim + 1, dims, NULL, &targets[t],
                                       &fresh);
         status = results[t] == NULL ? -1 : 0;
     }
     if (status == 0 && !fresh) {
-        status = sinpe_check_disjoint(&views[0], names[0], &views[1], names[1]);
+        status = sinpe_check_disjoint(&targets[0].array, names[0], &targets[1].array, names[1]);
     }
     PyObject *pair = NULL;
-    if (status == 0 && sinpe_run_call(&c, &views[0], &views[1], fresh) == 0) {
+    if (status == 0 && sinpe_run_call(&c, &targets[0].array, &targets[1].array, fresh) == 0) {
         pair = PyTuple_Pack(2, (PyObject *)results[0], (PyObject *)results[1]);
     }
     Py_XDECREF(results[0]);
@@ -337,7 +337,7 @@ static int grid_columns_arg(PyObject *split_obj, PyObject *order_obj, Py_ssize_t
     return 0;
 }
 
-static PyObject *encode_grid(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+static PyObject *encode_grid(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"shape", "d", "n", "dtype", "out", "layout",
                                "schedule", "split", "order", NULL};
@@ -349,7 +349,7 @@ static PyObject *encode_grid(PyObject *Py_UNUSED(module), PyObject *args, PyObje
         return NULL;
     }
     sinpe_call c;
-    SINPE_CALL_INIT(&c);
+    SINPE_CALL_INIT(&c, module);
     Py_ssize_t cols, r = -1;
     long long shape[SINPE_MAX_DIMS];
     if (sinpe_int_sequence_arg(shape_obj, "shape", &r, shape) < 0 ||
@@ -388,11 +388,11 @@ static PyObject *encode_grid(PyObject *Py_UNUSED(module), PyObject *args, PyObje
     }
     c.plan.split = split;
     c.plan.order = order;
-    sinpe_array view;
+    sinpe_target out;
     int fresh;
     PyArrayObject *result = sinpe_output_arg(out_obj, dtype_obj, "out", (int)r + 1, dims, NULL,
-                                             &view, &fresh);
-    if (result != NULL && sinpe_run_call(&c, &view, NULL, fresh) < 0) {
+                                             &out, &fresh);
+    if (result != NULL && sinpe_run_call(&c, &out.array, NULL, fresh) < 0) {
         Py_CLEAR(result);
     }
     return (PyObject *)result;
@@ -466,13 +466,13 @@ static int add_float(PyObject *module, const char *name, double value)
 
 static int core_exec(PyObject *module)
 {
-    if (PyArray_ImportNumPyAPI() < 0 ||
+    sinpe_module_state *state = PyModule_GetState(module);
+    if (PyArray_ImportNumPyAPI() < 0 || sinpe_find_main_thread(&state->main_thread) < 0 ||
         PyModule_AddIntConstant(module, "MAX_POSITION", (long)SINPE_MAX_POSITION) < 0 ||
         PyModule_AddIntConstant(module, "MAX_THREADS", SINPE_MAX_THREADS) < 0 ||
         add_float(module, "MIN_BASE", SINPE_MIN_BASE) < 0 ||
         add_float(module, "MAX_BASE", SINPE_MAX_BASE) < 0 ||
         PyModule_AddStringConstant(module, "_simd_level", sinpe_simd_level()) < 0 ||
-        sinpe_find_main_thread() < 0 ||
         threads_from_environment() < 0) {
         return -1;
     }
@@ -481,6 +481,15 @@ static int core_exec(PyObject *module)
 
 static PyModuleDef_Slot core_slots[] = {
     {Py_mod_exec, core_exec},
+#ifdef Py_mod_gil
+    /* Free-threaded builds may run the functions without a GIL: the binding
+     * keeps no borrowed reference across code that can change what it points
+     * to (args.c: sequences copied to tuples, arrays' shapes copied, dtype
+     * descriptors held), its module state is written only by core_exec, and
+     * the kernels already run without the GIL (threads.c and table.c lock
+     * and use atomics). */
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
     {0, NULL},
 };
 
@@ -488,7 +497,7 @@ static struct PyModuleDef core_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "sinpe._core",
     .m_doc = "C kernels of sinpe: sinusoidal positional encodings into NumPy arrays.",
-    .m_size = 0,
+    .m_size = sizeof(sinpe_module_state),
     .m_methods = core_methods,
     .m_slots = core_slots,
 };
