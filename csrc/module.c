@@ -252,7 +252,7 @@ static PyObject *rope(PyObject *module, PyObject *args, PyObject *kwargs)
                             Py_TYPE(out_obj)->tp_name);
     }
     PyObject *outs[2] = {NULL, NULL};
-    if (out_obj != Py_None) {
+    if (out_obj != Py_None) { /* borrowed: a tuple never changes, and the call holds it */
         outs[0] = PyTuple_GET_ITEM(out_obj, 0);
         outs[1] = PyTuple_GET_ITEM(out_obj, 1);
     }
