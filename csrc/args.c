@@ -130,8 +130,13 @@ int sinpe_check_range(long long offset, Py_ssize_t rows, const char *rows_name)
 
 int sinpe_int_sequence_arg(PyObject *obj, const char *name, Py_ssize_t *count, long long *values)
 {
+    /* A tuple of the items, owned, rather than the list's own items: each
+     * item's __index__ is Python code that may change the list (so may
+     * another thread, with or without a GIL), which would free an item read
+     * as a borrowed reference, or shorten the list under the loop.  A list
+     * is copied in one step under its own lock (free-threaded builds). */
     PyObject *seq = PySequence_Check(obj) && !PyUnicode_Check(obj) && !PyBytes_Check(obj)
-                        ? PySequence_Fast(obj, name)
+                        ? PySequence_Tuple(obj)
                         : NULL;
     if (seq == NULL) {
         PyErr_Clear();
@@ -139,7 +144,7 @@ int sinpe_int_sequence_arg(PyObject *obj, const char *name, Py_ssize_t *count, l
                      Py_TYPE(obj)->tp_name);
         return -1;
     }
-    const Py_ssize_t length = PySequence_Fast_GET_SIZE(seq);
+    const Py_ssize_t length = PyTuple_GET_SIZE(seq);
     int status = 0;
     if (*count >= 0 && length != *count) {
         PyErr_Format(PyExc_ValueError, "%s=%R has %zd entries, expected one per grid axis (%zd)",
@@ -151,7 +156,7 @@ int sinpe_int_sequence_arg(PyObject *obj, const char *name, Py_ssize_t *count, l
         status = -1;
     }
     for (Py_ssize_t i = 0; status == 0 && i < length; ++i) {
-        status = sinpe_integer_arg(PySequence_Fast_GET_ITEM(seq, i), name, &values[i]);
+        status = sinpe_integer_arg(PyTuple_GET_ITEM(seq, i), name, &values[i]);
     }
     Py_DECREF(seq);
     *count = status == 0 ? length : *count;
@@ -442,14 +447,27 @@ static const char *const supported_dtypes =
 
 /* The label a private view carries in its dtype metadata ({"sinpe": label}):
  * sinpe.torch passes torch tensors' memory this way, bfloat16 as int16 bits
- * since NumPy has no bfloat16 of its own.  NULL when there is none. */
-static const char *torch_label(PyArray_Descr *descr)
+ * since NumPy has no bfloat16 of its own.  A new reference to the str (its
+ * UTF-8 text lives as long as it), or NULL when there is none. */
+static PyObject *torch_label(PyArray_Descr *descr)
 {
     PyObject *metadata = PyDataType_METADATA(descr);
-    PyObject *label = metadata != NULL && PyDict_Check(metadata)
-                          ? PyDict_GetItemString(metadata, "sinpe") /* borrowed */
-                          : NULL;
-    return label != NULL && PyUnicode_Check(label) ? PyUnicode_AsUTF8(label) : NULL;
+    PyObject *label = NULL;
+    if (metadata != NULL && PyDict_Check(metadata)) {
+#if PY_VERSION_HEX >= 0x030D0000
+        /* a strong reference taken under the dict's lock (free-threaded builds) */
+        if (PyDict_GetItemStringRef(metadata, "sinpe", &label) < 0) {
+            PyErr_Clear();
+        }
+#else
+        label = PyDict_GetItemString(metadata, "sinpe"); /* the GIL is held until the incref */
+        Py_XINCREF(label);
+#endif
+    }
+    if (label != NULL && !PyUnicode_Check(label)) {
+        Py_CLEAR(label);
+    }
+    return label;
 }
 
 /* ml_dtypes.bfloat16, if ml_dtypes is imported: an array of it can exist
@@ -471,20 +489,23 @@ static int is_ml_dtypes_bfloat16(PyArray_Descr *descr)
  * *torch_scalar: a torch half-type view (torch_label). */
 static int dtype_code(PyArray_Descr *descr, sinpe_dtype *code, int *torch_scalar)
 {
-    const char *label = torch_label(descr);
-    *torch_scalar = label != NULL;
-    if (label != NULL) {
+    PyObject *label_obj = torch_label(descr);
+    *torch_scalar = label_obj != NULL;
+    if (label_obj != NULL) {
+        const char *label = PyUnicode_AsUTF8(label_obj);
         PyErr_Clear(); /* PyUnicode_AsUTF8 cannot fail on a str, but be sure */
-        if (strcmp(label, "torch.bfloat16") == 0 && PyDataType_ELSIZE(descr) == 2 &&
-            PyTypeNum_ISINTEGER(descr->type_num)) {
+        int found = -1;
+        if (label != NULL && strcmp(label, "torch.bfloat16") == 0 &&
+            PyDataType_ELSIZE(descr) == 2 && PyTypeNum_ISINTEGER(descr->type_num)) {
             *code = SINPE_BFLOAT16;
-            return 0;
-        }
-        if (strcmp(label, "torch.float16") == 0 && descr->type_num == NPY_HALF) {
+            found = 0;
+        } else if (label != NULL && strcmp(label, "torch.float16") == 0 &&
+                   descr->type_num == NPY_HALF) {
             *code = SINPE_FLOAT16;
-            return 0;
+            found = 0;
         }
-        return -1;
+        Py_DECREF(label_obj);
+        return found;
     }
     switch (descr->type_num) {
     case NPY_HALF: *code = SINPE_FLOAT16; return 0;
@@ -502,15 +523,15 @@ static int dtype_code(PyArray_Descr *descr, sinpe_dtype *code, int *torch_scalar
  * order, transposes, slices, negative steps) passes; views that repeat
  * elements (zero strides, as_strided overlaps) fail, and writing those in
  * place would add the table several times into the same memory. */
-static int elements_are_distinct(const sinpe_array *view)
+static int elements_are_distinct(const sinpe_array *view, npy_intp itemsize)
 {
-    npy_intp steps[SINPE_MAX_DIMS], lengths[SINPE_MAX_DIMS];
-    int count = 0;
     for (int axis = 0; axis < view->ndim; ++axis) {
         if (view->shape[axis] == 0) {
-            return 1; /* no element at all */
+            return 1;
         }
     }
+    npy_intp steps[SINPE_MAX_DIMS], lengths[SINPE_MAX_DIMS];
+    int count = 0;
     for (int axis = 0; axis < view->ndim; ++axis) {
         const npy_intp length = view->shape[axis];
         if (length < 2) {
@@ -526,7 +547,7 @@ static int elements_are_distinct(const sinpe_array *view)
         steps[at] = step;
         lengths[at] = length;
     }
-    npy_intp span = (npy_intp)sinpe_itemsize(view->dtype); /* bytes covered by the smaller axes */
+    npy_intp span = itemsize; /* bytes covered by the smaller axes */
     for (int i = 0; i < count; ++i) {
         if (steps[i] < span) {
             return 0;
@@ -539,19 +560,20 @@ static int elements_are_distinct(const sinpe_array *view)
     return 1;
 }
 
-static int check_distinct(const sinpe_array *view, const char *name)
+/* Fills target's view from NumPy's shape and strides (copied) and descr. */
+static void fill_target(sinpe_target *target, char *data, sinpe_dtype code, PyArray_Descr *descr,
+                        int ndim, const npy_intp *shape, const npy_intp *strides)
 {
-    if (elements_are_distinct(view)) {
-        return 0;
+    for (int i = 0; i < ndim; ++i) {
+        target->shape[i] = shape[i];
+        target->strides[i] = strides[i];
     }
-    PyErr_Format(PyExc_ValueError,
-                 "%s has elements that share memory (a zero or overlapping stride, as from "
-                 "as_strided or tensor.expand); writing it in place is ambiguous",
-                 name);
-    return -1;
+    target->array = (sinpe_array){data, code, PyDataType_ISBYTESWAPPED(descr), ndim,
+                                  target->shape, target->strides};
+    target->scalar_type = (PyObject *)descr->typeobj;
 }
 
-int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_array *view, int *torch_scalar)
+int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_target *target)
 {
     if (!PyArray_Check(obj)) {
         PyErr_Format(PyExc_TypeError,
@@ -561,45 +583,53 @@ int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_array *view, int *
         return -1;
     }
     PyArrayObject *array = (PyArrayObject *)obj;
-    if (dtype_code(PyArray_DESCR(array), &view->dtype, torch_scalar) < 0) {
+    /* Everything read from one descriptor, held: setting .dtype replaces it */
+    PyArray_Descr *descr = PyArray_DESCR(array);
+    Py_INCREF(descr);
+    sinpe_dtype code;
+    int status = -1;
+    if (dtype_code(descr, &code, &target->torch_scalar) < 0) {
         PyErr_Format(PyExc_TypeError, "%s has dtype %R; sinpe writes only %s", name,
-                     (PyObject *)PyArray_DESCR(array), supported_dtypes);
-        return -1;
-    }
-    if (!PyArray_ISWRITEABLE(array)) {
+                     (PyObject *)descr, supported_dtypes);
+    } else if (!PyArray_ISWRITEABLE(array)) {
         PyErr_Format(PyExc_ValueError, "%s is read-only", name);
-        return -1;
+    } else if (PyArray_NDIM(array) > SINPE_MAX_DIMS) { /* NumPy's own limit: cannot happen */
+        PyErr_Format(PyExc_ValueError, "%s has %d axes; at most %d are supported", name,
+                     PyArray_NDIM(array), SINPE_MAX_DIMS);
+    } else {
+        fill_target(target, PyArray_BYTES(array), code, descr, PyArray_NDIM(array),
+                    PyArray_DIMS(array), PyArray_STRIDES(array));
+        if (!elements_are_distinct(&target->array, PyDataType_ELSIZE(descr))) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s has elements that share memory (a zero or overlapping stride, as "
+                         "from as_strided or tensor.expand); writing it in place is ambiguous",
+                         name);
+        } else {
+            status = 0;
+        }
     }
-    view->data = PyArray_BYTES(array);
-    view->byteswapped = PyArray_ISBYTESWAPPED(array);
-    view->ndim = PyArray_NDIM(array);
-    view->shape = PyArray_DIMS(array);
-    view->strides = PyArray_STRIDES(array);
-    return check_distinct(view, name);
+    Py_DECREF(descr);
+    return status;
 }
 
+/* The expected shape for a message: `expected`, or the tuple of dims. */
 int sinpe_tensor_arg(PyObject *address_obj, PyObject *shape_obj, PyObject *strides_obj,
-                     PyObject *dtype_obj, const char *name, sinpe_array *view, ptrdiff_t *shape,
-                     ptrdiff_t *strides)
+                     PyObject *dtype_obj, const char *name, sinpe_target *target)
 {
     long long dtype;
     if (sinpe_integer_arg(dtype_obj, "dtype", &dtype) < 0) {
         return -1;
     }
+    /* tuples: their items cannot change or go away while they are read */
     if (dtype < SINPE_FLOAT16 || dtype > SINPE_BFLOAT16 || !PyTuple_Check(shape_obj) ||
         !PyTuple_Check(strides_obj) || PyTuple_GET_SIZE(shape_obj) != PyTuple_GET_SIZE(strides_obj) ||
         PyTuple_GET_SIZE(shape_obj) > SINPE_MAX_DIMS) {
         PyErr_Format(PyExc_ValueError, "%s: not a tensor's dtype, shape and strides", name);
         return -1;
     }
-    view->dtype = (sinpe_dtype)dtype;
-    view->byteswapped = 0;
-    view->ndim = (int)PyTuple_GET_SIZE(shape_obj);
-    view->shape = shape;
-    view->strides = strides;
-    const ptrdiff_t itemsize = (ptrdiff_t)sinpe_itemsize(view->dtype);
-    for (int i = 0; i < view->ndim; ++i) {
-        /* tuples hold their items: no other thread can take them away */
+    const int ndim = (int)PyTuple_GET_SIZE(shape_obj);
+    const ptrdiff_t itemsize = (ptrdiff_t)sinpe_itemsize((sinpe_dtype)dtype);
+    for (int i = 0; i < ndim; ++i) {
         const Py_ssize_t length = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape_obj, i));
         const Py_ssize_t stride = PyLong_AsSsize_t(PyTuple_GET_ITEM(strides_obj, i));
         if ((length == -1 || stride == -1) && PyErr_Occurred()) {
@@ -609,24 +639,34 @@ int sinpe_tensor_arg(PyObject *address_obj, PyObject *shape_obj, PyObject *strid
             PyErr_Format(PyExc_ValueError, "%s: not a tensor's shape and strides", name);
             return -1;
         }
-        shape[i] = length;
-        strides[i] = stride * itemsize;
+        target->shape[i] = length;
+        target->strides[i] = stride * itemsize;
     }
-    view->data = PyLong_AsVoidPtr(address_obj);
-    if (view->data == NULL && PyErr_Occurred()) {
+    char *data = PyLong_AsVoidPtr(address_obj);
+    if (data == NULL && PyErr_Occurred()) {
         return -1;
     }
-    return check_distinct(view, name);
+    target->array = (sinpe_array){data, (sinpe_dtype)dtype, 0, ndim, target->shape,
+                                  target->strides};
+    target->scalar_type = NULL;
+    target->torch_scalar = 1;
+    if (!elements_are_distinct(&target->array, itemsize)) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s has elements that share memory (a zero or overlapping stride, as from "
+                     "as_strided or tensor.expand); writing it in place is ambiguous",
+                     name);
+        return -1;
+    }
+    return 0;
 }
 
-/* The expected shape for a message: `expected`, or the tuple of dims. */
 static PyObject *expected_shape(int ndim, const npy_intp *dims, const char *expected)
 {
     return expected != NULL ? PyUnicode_FromString(expected) : PyArray_IntTupleFromIntp(ndim, dims);
 }
 
 PyArrayObject *sinpe_output_arg(PyObject *out_obj, PyObject *dtype_obj, const char *name, int ndim,
-                                const npy_intp *dims, const char *expected, sinpe_array *view,
+                                const npy_intp *dims, const char *expected, sinpe_target *target,
                                 int *fresh)
 {
     PyArray_Descr *descr = NULL;
@@ -634,10 +674,9 @@ PyArrayObject *sinpe_output_arg(PyObject *out_obj, PyObject *dtype_obj, const ch
         prefix_pending_error("dtype");
         return NULL;
     }
-    int torch_scalar;
     *fresh = out_obj == NULL || out_obj == Py_None;
     if (!*fresh) {
-        if (sinpe_writable_arg(out_obj, name, view, &torch_scalar) < 0) {
+        if (sinpe_writable_arg(out_obj, name, target) < 0) {
             Py_XDECREF(descr);
             return NULL;
         }
@@ -649,7 +688,8 @@ PyArrayObject *sinpe_output_arg(PyObject *out_obj, PyObject *dtype_obj, const ch
             return NULL;
         }
         Py_XDECREF(descr);
-        if (view->ndim != ndim || !PyArray_CompareLists(view->shape, dims, ndim)) {
+        if (target->array.ndim != ndim ||
+            !PyArray_CompareLists(target->array.shape, dims, ndim)) {
             PyObject *shape = PyObject_GetAttrString(out_obj, "shape");
             PyObject *want = expected_shape(ndim, dims, expected);
             if (shape != NULL && want != NULL) {
@@ -666,7 +706,7 @@ PyArrayObject *sinpe_output_arg(PyObject *out_obj, PyObject *dtype_obj, const ch
         descr = PyArray_DescrFromType(NPY_FLOAT);
     }
     sinpe_dtype code;
-    if (dtype_code(descr, &code, &torch_scalar) < 0) {
+    if (dtype_code(descr, &code, &target->torch_scalar) < 0) {
         PyErr_Format(PyExc_TypeError, "dtype=%R is not supported; sinpe writes only %s",
                      (PyObject *)descr, supported_dtypes);
         Py_DECREF(descr);
@@ -696,8 +736,8 @@ PyArrayObject *sinpe_output_arg(PyObject *out_obj, PyObject *dtype_obj, const ch
     if (result == NULL) {
         return NULL;
     }
-    *view = (sinpe_array){PyArray_BYTES(result), code, PyArray_ISBYTESWAPPED(result), ndim,
-                          PyArray_DIMS(result), PyArray_STRIDES(result)};
+    fill_target(target, PyArray_BYTES(result), code, PyArray_DESCR(result), ndim,
+                PyArray_DIMS(result), PyArray_STRIDES(result));
     return result;
 }
 
@@ -732,7 +772,7 @@ int sinpe_check_disjoint(const sinpe_array *a, const char *a_name, const sinpe_a
     return 0;
 }
 
-int sinpe_scale_arg(PyObject *obj, PyObject *x_obj, int torch_scalar, double *scale)
+int sinpe_scale_arg(PyObject *obj, const sinpe_target *x, double *scale)
 {
     if (obj == NULL) {
         *scale = 1.0;
@@ -742,11 +782,10 @@ int sinpe_scale_arg(PyObject *obj, PyObject *x_obj, int torch_scalar, double *sc
     if (sinpe_real_arg(obj, "scale", &given) < 0) {
         return -1;
     }
-    PyArray_Descr *descr = PyArray_DESCR((PyArrayObject *)x_obj);
-    if (torch_scalar) { /* torch rounds the scalar of a half-type op to float32 */
+    if (x->torch_scalar) { /* torch rounds the scalar of a half-type op to float32 */
         *scale = (double)(float)given;
     } else { /* NumPy's x.dtype.type(scale), whatever the dtype */
-        PyObject *typed = PyObject_CallOneArg((PyObject *)descr->typeobj, obj);
+        PyObject *typed = PyObject_CallOneArg(x->scalar_type, obj);
         *scale = typed != NULL ? PyFloat_AsDouble(typed) : -1.0;
         Py_XDECREF(typed);
         if (PyErr_Occurred()) {
@@ -760,7 +799,7 @@ int sinpe_scale_arg(PyObject *obj, PyObject *x_obj, int torch_scalar, double *sc
             PyErr_Format(PyExc_ValueError,
                          "scale must be finite in the array's arithmetic, got scale=%R "
                          "(%R there)",
-                         value, (PyObject *)descr);
+                         value, x->scalar_type);
             Py_DECREF(value);
         }
         return -1;
@@ -774,9 +813,7 @@ int sinpe_scale_arg(PyObject *obj, PyObject *x_obj, int torch_scalar, double *sc
  * enough to run the signal handlers.  Only the main thread runs Python
  * signal handlers, so other threads pass no callback at all. */
 
-static unsigned long main_thread_ident;
-
-int sinpe_find_main_thread(void)
+int sinpe_find_main_thread(unsigned long *main_ident)
 {
     PyObject *threading = PyImport_ImportModule("threading");
     PyObject *main_thread =
@@ -787,7 +824,7 @@ int sinpe_find_main_thread(void)
     if (ident == NULL) {
         return -1;
     }
-    main_thread_ident = PyLong_AsUnsignedLong(ident);
+    *main_ident = PyLong_AsUnsignedLong(ident);
     Py_DECREF(ident);
     return PyErr_Occurred() ? -1 : 0;
 }
@@ -814,11 +851,11 @@ int sinpe_run_call(sinpe_call *c, const sinpe_array *out, const sinpe_array *out
         elements *= (double)out->shape[i];
     }
     int status;
-    if (elements < GIL_FREE_ELEMENTS) { /* never cancelled: one chunk */
+    if (elements < GIL_FREE_ELEMENTS) { /* one chunk: never cancelled */
         c->plan.cancel = NULL;
         status = sinpe_run(&c->plan, out, out2);
     } else {
-        c->plan.cancel = PyThread_get_thread_ident() == main_thread_ident ? check_signals : NULL;
+        c->plan.cancel = PyThread_get_thread_ident() == c->main_thread ? check_signals : NULL;
         c->plan.cancel_context = &thread_state;
         thread_state = PyEval_SaveThread();
         status = sinpe_run(&c->plan, out, out2);

@@ -31,18 +31,44 @@ int sinpe_check_range(long long offset, Py_ssize_t rows, const char *rows_name);
  * SINPE_MAX_DIMS - 1) when *count < 0, which is then set. */
 int sinpe_int_sequence_arg(PyObject *obj, const char *name, Py_ssize_t *count, long long *values);
 
+/* The module's state (sinpe._core), set once by its exec function and only
+ * read afterwards, so calls on any thread, with or without a GIL, may read
+ * it: the ident of the thread that runs Python signal handlers. */
+typedef struct {
+    unsigned long main_thread;
+} sinpe_module_state;
+
 /* One call being assembled: the C plan and the arrays it points into
- * (private snapshots, owned).  Start with SINPE_CALL_INIT; release with
+ * (private snapshots, owned).  Start with SINPE_CALL_INIT (module: the
+ * sinpe._core module object the function was called on); release with
  * sinpe_call_release whatever happened. */
 typedef struct {
     sinpe_plan plan;
     PyArrayObject *freq, *positions, *padding;
-    double most; /* the largest |position| of the call */
+    double most;              /* the largest |position| of the call */
+    unsigned long main_thread; /* sinpe_module_state's, for run_call */
 } sinpe_call;
 
-#define SINPE_CALL_INIT(c) ((c)->plan = sinpe_plan_default(), (c)->freq = (c)->positions = \
-                            (c)->padding = NULL, (c)->most = 0.0)
+#define SINPE_CALL_INIT(c, module)                                                           \
+    ((c)->plan = sinpe_plan_default(), (c)->freq = (c)->positions = (c)->padding = NULL,     \
+     (c)->most = 0.0,                                                                        \
+     (c)->main_thread = ((sinpe_module_state *)PyModule_GetState(module))->main_thread)
 void sinpe_call_release(sinpe_call *c);
+
+/* An array sinpe writes, as the kernel will see it.  Its shape and strides
+ * are copies, not NumPy's own arrays: Python code that runs later in the
+ * same call (an argument's __index__, __float__ or dtype conversion), or
+ * another thread, may set the array's .shape or .dtype, which frees NumPy's
+ * copies (and NumPy hands the memory to the next array).  The scale of an
+ * add is rounded by scalar_type, the scalar type of the dtype the element
+ * type was taken from; borrowed, as every dtype's scalar type is
+ * registered with NumPy and never freed. */
+typedef struct {
+    sinpe_array array;
+    ptrdiff_t shape[SINPE_MAX_DIMS], strides[SINPE_MAX_DIMS];
+    PyObject *scalar_type;
+    int torch_scalar; /* a torch half-type tensor's memory (see sinpe_writable_arg) */
+} sinpe_target;
 
 /* layout=, schedule= (obj NULL: not given, the plan's value stays), freq=
  * (a snapshot; excludes n= and schedule=) for rows of d columns; rope: RoPE
@@ -62,35 +88,34 @@ int sinpe_padding_arg(sinpe_call *c, PyObject *obj, int ndim, const npy_intp *di
 int sinpe_check_angles(const sinpe_call *c);
 
 /* An array sinpe writes in place (out=, embeddings): a supported dtype,
- * writeable, no two elements sharing memory.  Fills the kernel's view;
- * *torch_scalar: the array is a torch tensor's half-type memory, whose
+ * writeable, no two elements sharing memory.  Fills the target;
+ * torch_scalar: the array is a torch tensor's half-type memory, whose
  * scalars torch rounds to float32 (not to the dtype as NumPy does). */
-int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_array *view, int *torch_scalar);
-/* A torch tensor's memory as sinpe.torch hands it over: its address, shape
- * and strides (tuples; strides in elements) and a sinpe_dtype code.  The
- * view's shape and strides are stored in the caller's arrays
- * (SINPE_MAX_DIMS each).  Checked like an array: no shared elements. */
+int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_target *target);
+/* A torch tensor's memory as sinpe.torch hands it over (a CPU tensor whose
+ * memory holds its values, alive for the call): its address, shape and
+ * strides (tuples; strides in elements) and a sinpe_dtype code.  Checked
+ * like an array: no two elements sharing memory.  torch's scalar rule. */
 int sinpe_tensor_arg(PyObject *address_obj, PyObject *shape_obj, PyObject *strides_obj,
-                     PyObject *dtype_obj, const char *name, sinpe_array *view, ptrdiff_t *shape,
-                     ptrdiff_t *strides);
+                     PyObject *dtype_obj, const char *name, sinpe_target *target);
 /* out= of shape ndim/dims (a new reference to it), or a new array of dtype=
  * (default float32).  expected: the shape as messages should name it (e.g.
  * "(L=5, d=4)"), or NULL for the tuple.  *fresh: the array is new. */
 PyArrayObject *sinpe_output_arg(PyObject *out_obj, PyObject *dtype_obj, const char *name, int ndim,
-                                const npy_intp *dims, const char *expected, sinpe_array *view,
+                                const npy_intp *dims, const char *expected, sinpe_target *target,
                                 int *fresh);
 /* The two outputs of one call may not share memory. */
 int sinpe_check_disjoint(const sinpe_array *a, const char *a_name, const sinpe_array *b,
                          const char *b_name);
 /* scale= as the add uses it: x.dtype.type(scale) for a NumPy array, the
  * float32 value for a torch half-type tensor; finite after that rounding. */
-int sinpe_scale_arg(PyObject *obj, PyObject *x_obj, int torch_scalar, double *scale);
+int sinpe_scale_arg(PyObject *obj, const sinpe_target *x, double *scale);
 
 /* Runs the plan without the GIL (Ctrl-C stops stores; adds run to the end)
  * and maps its status to an exception.  0 or -1. */
 int sinpe_run_call(sinpe_call *c, const sinpe_array *out, const sinpe_array *out2, int fresh);
 
-/* The ident of the thread that runs Python signal handlers (module init). */
-int sinpe_find_main_thread(void);
+/* The ident of the thread that runs Python signal handlers (module exec). */
+int sinpe_find_main_thread(unsigned long *ident);
 
 #endif /* SINPE_ARGS_H */

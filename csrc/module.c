@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static PyObject *encode(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+static PyObject *encode(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"L", "d", "n", "offset", "dtype", "out",
                                "layout", "schedule", "freq", NULL};
@@ -28,7 +28,7 @@ static PyObject *encode(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
         return NULL;
     }
     sinpe_call c;
-    SINPE_CALL_INIT(&c);
+    SINPE_CALL_INIT(&c, module);
     Py_ssize_t rows, cols;
     long long offset = 0;
     if (sinpe_size_arg(rows_obj, "L", &rows) < 0 || sinpe_size_arg(cols_obj, "d", &cols) < 0 ||
@@ -44,18 +44,18 @@ static PyObject *encode(PyObject *Py_UNUSED(module), PyObject *args, PyObject *k
     }
     PyArrayObject *result = NULL;
     const npy_intp dims[2] = {rows, cols};
-    sinpe_array view;
+    sinpe_target out;
     int fresh;
     if (sinpe_check_base(c.plan.n) == 0 && sinpe_range_arg(&c, 0, offset, rows, "L") == 0 &&
         sinpe_columns_arg(&c, n_obj, layout_obj, schedule_obj, freq_obj, cols, 0, 0) == 0 &&
         sinpe_check_angles(&c) == 0) {
         char expected[96];
         snprintf(expected, sizeof expected, "(L=%zd, d=%zd)", rows, cols);
-        result = sinpe_output_arg(out_obj, dtype_obj, "out", 2, dims, expected, &view, &fresh);
+        result = sinpe_output_arg(out_obj, dtype_obj, "out", 2, dims, expected, &out, &fresh);
     }
     /* On Ctrl-C the kernel stops; a new array is dropped half-filled (never
      * returned), an out= array keeps the rows already written. */
-    if (result != NULL && sinpe_run_call(&c, &view, NULL, fresh) < 0) {
+    if (result != NULL && sinpe_run_call(&c, &out.array, NULL, fresh) < 0) {
         Py_CLEAR(result);
     }
     sinpe_call_release(&c);
@@ -92,7 +92,7 @@ static const add_names embeddings_names = {"embeddings", "embeddings.shape[axis]
                                            "embeddings.shape[:-1] ="};
 static const add_names tensor_names = {"tensor", "tensor.shape[axis]", "tensor.shape[:-1] ="};
 
-static int add_into(sinpe_call *c, sinpe_array *view, const add_names *names, PyObject *n_obj,
+static int add_into(sinpe_call *c, const sinpe_array *view, const add_names *names, PyObject *n_obj,
                     PyObject *offset_obj, long long offset, long long axis, PyObject *layout_obj,
                     PyObject *schedule_obj, PyObject *freq_obj, PyObject *positions_obj,
                     PyObject *padding_obj)
@@ -151,7 +151,7 @@ static int add_into(sinpe_call *c, sinpe_array *view, const add_names *names, Py
     return -1;
 }
 
-static PyObject *add_(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+static PyObject *add_(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"embeddings", "n", "offset", "axis", "scale", "layout",
                                "schedule", "freq", "positions", "padding", NULL};
@@ -164,19 +164,18 @@ static PyObject *add_(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwa
         return NULL;
     }
     sinpe_call c;
-    SINPE_CALL_INIT(&c);
+    SINPE_CALL_INIT(&c, module);
     long long offset = 0, axis = -2;
-    int torch_scalar;
-    sinpe_array view;
+    sinpe_target x;
     if ((n_obj != NULL && sinpe_real_arg(n_obj, "n", &c.plan.n) < 0) ||
         (offset_obj != NULL && sinpe_integer_arg(offset_obj, "offset", &offset) < 0) ||
         (axis_obj != NULL && sinpe_integer_arg(axis_obj, "axis", &axis) < 0) ||
-        sinpe_writable_arg(x_obj, "embeddings", &view, &torch_scalar) < 0 ||
+        sinpe_writable_arg(x_obj, "embeddings", &x) < 0 ||
         sinpe_check_base(c.plan.n) < 0 ||
-        sinpe_scale_arg(scale_obj, x_obj, torch_scalar, &c.plan.scale) < 0) {
+        sinpe_scale_arg(scale_obj, &x, &c.plan.scale) < 0) {
         return NULL;
     }
-    const int status = add_into(&c, &view, &embeddings_names, n_obj, offset_obj, offset, axis,
+    const int status = add_into(&c, &x.array, &embeddings_names, n_obj, offset_obj, offset, axis,
                                 layout_obj, schedule_obj, freq_obj, positions_obj, padding_obj);
     sinpe_call_release(&c);
     if (status < 0) {
@@ -193,31 +192,30 @@ static PyObject *add_(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwa
  * strided tensor whose memory holds its values; the rest is checked here,
  * as add_ checks an array, with torch's scalar rule (scale rounded to
  * float32 but for float64). */
-static PyObject *add_tensor(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+static PyObject *add_tensor(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 8) {
         return PyErr_Format(PyExc_TypeError, "_add_tensor takes 8 arguments, got %zd", nargs);
     }
     sinpe_call c;
-    SINPE_CALL_INIT(&c);
-    ptrdiff_t shape[SINPE_MAX_DIMS], strides[SINPE_MAX_DIMS];
-    sinpe_array view;
+    SINPE_CALL_INIT(&c, module);
+    sinpe_target x;
     long long offset = 0, axis = -2;
     double scale;
-    if (sinpe_tensor_arg(args[0], args[1], args[2], args[3], "tensor", &view, shape, strides) < 0 ||
+    if (sinpe_tensor_arg(args[0], args[1], args[2], args[3], "tensor", &x) < 0 ||
         sinpe_real_arg(args[4], "n", &c.plan.n) < 0 ||
         sinpe_integer_arg(args[5], "offset", &offset) < 0 ||
         sinpe_integer_arg(args[6], "axis", &axis) < 0 || sinpe_check_base(c.plan.n) < 0 ||
         sinpe_real_arg(args[7], "scale", &scale) < 0) {
         return NULL;
     }
-    c.plan.scale = view.dtype == SINPE_FLOAT64 ? scale : (double)(float)scale;
+    c.plan.scale = x.array.dtype == SINPE_FLOAT64 ? scale : (double)(float)scale;
     if (!isfinite(c.plan.scale)) {
         return PyErr_Format(PyExc_ValueError,
                             "scale must be finite in the tensor's arithmetic, got scale=%R",
                             args[7]);
     }
-    const int status = add_into(&c, &view, &tensor_names, args[4], args[5], offset, axis, NULL, NULL,
+    const int status = add_into(&c, &x.array, &tensor_names, args[4], args[5], offset, axis, NULL, NULL,
                                 NULL, Py_None, Py_None);
     sinpe_call_release(&c);
     if (status < 0) {
@@ -226,7 +224,7 @@ static PyObject *add_tensor(PyObject *Py_UNUSED(module), PyObject *const *args, 
     Py_RETURN_NONE;
 }
 
-static PyObject *encode_at(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+static PyObject *encode_at(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"positions", "d", "n", "dtype", "out", "layout",
                                "schedule", "freq", "padding", NULL};
@@ -238,7 +236,7 @@ static PyObject *encode_at(PyObject *Py_UNUSED(module), PyObject *args, PyObject
         return NULL;
     }
     sinpe_call c;
-    SINPE_CALL_INIT(&c);
+    SINPE_CALL_INIT(&c, module);
     Py_ssize_t cols;
     if (sinpe_size_arg(cols_obj, "d", &cols) < 0 ||
         (n_obj != NULL && sinpe_real_arg(n_obj, "n", &c.plan.n) < 0)) {
@@ -250,7 +248,7 @@ static PyObject *encode_at(PyObject *Py_UNUSED(module), PyObject *args, PyObject
     PyArrayObject *result = NULL;
     int ndim, fresh;
     npy_intp dims[SINPE_MAX_DIMS];
-    sinpe_array view;
+    sinpe_target out;
     if (sinpe_check_base(c.plan.n) == 0 &&
         sinpe_columns_arg(&c, n_obj, layout_obj, schedule_obj, freq_obj, cols, 0, 0) == 0 &&
         sinpe_positions_arg(&c, positions_obj, &ndim, dims) == 0 &&
@@ -258,16 +256,16 @@ static PyObject *encode_at(PyObject *Py_UNUSED(module), PyObject *args, PyObject
          sinpe_padding_arg(&c, padding_obj, ndim, dims, "positions.shape =") == 0) &&
         sinpe_check_angles(&c) == 0) {
         dims[ndim] = cols;
-        result = sinpe_output_arg(out_obj, dtype_obj, "out", ndim + 1, dims, NULL, &view, &fresh);
+        result = sinpe_output_arg(out_obj, dtype_obj, "out", ndim + 1, dims, NULL, &out, &fresh);
     }
-    if (result != NULL && sinpe_run_call(&c, &view, NULL, fresh) < 0) {
+    if (result != NULL && sinpe_run_call(&c, &out.array, NULL, fresh) < 0) {
         Py_CLEAR(result);
     }
     sinpe_call_release(&c);
     return (PyObject *)result;
 }
 
-static PyObject *rope(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+static PyObject *rope(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"L", "d", "n", "offset", "positions", "dtype",
                                "out", "layout", "freq", NULL};
@@ -279,7 +277,7 @@ static PyObject *rope(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwa
         return NULL;
     }
     sinpe_call c;
-    SINPE_CALL_INIT(&c);
+    SINPE_CALL_INIT(&c, module);
     c.plan.rope = 1;
     c.plan.layout = SINPE_CONCATENATED;
     Py_ssize_t rows = 0, cols;
@@ -317,12 +315,12 @@ static PyObject *rope(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwa
                             Py_TYPE(out_obj)->tp_name);
     }
     PyObject *outs[2] = {NULL, NULL};
-    if (out_obj != Py_None) {
+    if (out_obj != Py_None) { /* borrowed: a tuple never changes, and the call holds it */
         outs[0] = PyTuple_GET_ITEM(out_obj, 0);
         outs[1] = PyTuple_GET_ITEM(out_obj, 1);
     }
     PyArrayObject *results[2] = {NULL, NULL};
-    sinpe_array views[2];
+    sinpe_target targets[2];
     int ndim = 1, fresh;
     npy_intp dims[SINPE_MAX_DIMS] = {rows};
     int status =
@@ -336,15 +334,15 @@ static PyObject *rope(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwa
     dims[ndim] = cols;
     static const char *const names[2] = {"out[0]", "out[1]"};
     for (int t = 0; status == 0 && t < 2; ++t) {
-        results[t] = sinpe_output_arg(outs[t], dtype_obj, names[t], ndim + 1, dims, NULL, &views[t],
+        results[t] = sinpe_output_arg(outs[t], dtype_obj, names[t], ndim + 1, dims, NULL, &targets[t],
                                       &fresh);
         status = results[t] == NULL ? -1 : 0;
     }
     if (status == 0 && !fresh) {
-        status = sinpe_check_disjoint(&views[0], names[0], &views[1], names[1]);
+        status = sinpe_check_disjoint(&targets[0].array, names[0], &targets[1].array, names[1]);
     }
     PyObject *pair = NULL;
-    if (status == 0 && sinpe_run_call(&c, &views[0], &views[1], fresh) == 0) {
+    if (status == 0 && sinpe_run_call(&c, &targets[0].array, &targets[1].array, fresh) == 0) {
         pair = PyTuple_Pack(2, (PyObject *)results[0], (PyObject *)results[1]);
     }
     Py_XDECREF(results[0]);
@@ -402,7 +400,7 @@ static int grid_columns_arg(PyObject *split_obj, PyObject *order_obj, Py_ssize_t
     return 0;
 }
 
-static PyObject *encode_grid(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+static PyObject *encode_grid(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"shape", "d", "n", "dtype", "out", "layout",
                                "schedule", "split", "order", NULL};
@@ -414,7 +412,7 @@ static PyObject *encode_grid(PyObject *Py_UNUSED(module), PyObject *args, PyObje
         return NULL;
     }
     sinpe_call c;
-    SINPE_CALL_INIT(&c);
+    SINPE_CALL_INIT(&c, module);
     Py_ssize_t cols, r = -1;
     long long shape[SINPE_MAX_DIMS];
     if (sinpe_int_sequence_arg(shape_obj, "shape", &r, shape) < 0 ||
@@ -453,18 +451,18 @@ static PyObject *encode_grid(PyObject *Py_UNUSED(module), PyObject *args, PyObje
     }
     c.plan.split = split;
     c.plan.order = order;
-    sinpe_array view;
+    sinpe_target out;
     int fresh;
     PyArrayObject *result = sinpe_output_arg(out_obj, dtype_obj, "out", (int)r + 1, dims, NULL,
-                                             &view, &fresh);
-    if (result != NULL && sinpe_run_call(&c, &view, NULL, fresh) < 0) {
+                                             &out, &fresh);
+    if (result != NULL && sinpe_run_call(&c, &out.array, NULL, fresh) < 0) {
         Py_CLEAR(result);
     }
     return (PyObject *)result;
 }
 
 /* Private, for the tests: the frequencies of a schedule's table, bit for bit. */
-static PyObject *frequencies(PyObject *Py_UNUSED(module), PyObject *args, PyObject *kwargs)
+static PyObject *frequencies(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"n", "d", "schedule", NULL};
     PyObject *n_obj, *cols_obj, *schedule_obj = NULL;
@@ -473,7 +471,7 @@ static PyObject *frequencies(PyObject *Py_UNUSED(module), PyObject *args, PyObje
         return NULL;
     }
     sinpe_call c;
-    SINPE_CALL_INIT(&c);
+    SINPE_CALL_INIT(&c, module);
     Py_ssize_t cols;
     if (sinpe_real_arg(n_obj, "n", &c.plan.n) < 0 || sinpe_size_arg(cols_obj, "d", &cols) < 0) {
         return NULL;
@@ -659,13 +657,13 @@ static int add_float(PyObject *module, const char *name, double value)
 
 static int core_exec(PyObject *module)
 {
-    if (PyArray_ImportNumPyAPI() < 0 ||
+    sinpe_module_state *state = PyModule_GetState(module);
+    if (PyArray_ImportNumPyAPI() < 0 || sinpe_find_main_thread(&state->main_thread) < 0 ||
         PyModule_AddIntConstant(module, "MAX_POSITION", (long)SINPE_MAX_POSITION) < 0 ||
         PyModule_AddIntConstant(module, "MAX_THREADS", SINPE_MAX_THREADS) < 0 ||
         add_float(module, "MIN_BASE", SINPE_MIN_BASE) < 0 ||
         add_float(module, "MAX_BASE", SINPE_MAX_BASE) < 0 ||
         PyModule_AddStringConstant(module, "_compiler", compiler_name()) < 0 ||
-        sinpe_find_main_thread() < 0 ||
         threads_from_environment() < 0 || simd_from_environment() < 0) {
         return -1;
     }
@@ -674,6 +672,15 @@ static int core_exec(PyObject *module)
 
 static PyModuleDef_Slot core_slots[] = {
     {Py_mod_exec, core_exec},
+#ifdef Py_mod_gil
+    /* Free-threaded builds may run the functions without a GIL: the binding
+     * keeps no borrowed reference across code that can change what it points
+     * to (args.c: sequences copied to tuples, arrays' shapes copied, dtype
+     * descriptors held), its module state is written only by core_exec, and
+     * the kernels already run without the GIL (threads.c, table.c and
+     * row_cache.c lock and use atomics; dispatch.c's level is atomic). */
+    {Py_mod_gil, Py_MOD_GIL_NOT_USED},
+#endif
     {0, NULL},
 };
 
@@ -681,7 +688,7 @@ static struct PyModuleDef core_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "sinpe._core",
     .m_doc = "C kernels of sinpe: sinusoidal positional encodings into NumPy arrays.",
-    .m_size = 0,
+    .m_size = sizeof(sinpe_module_state),
     .m_methods = core_methods,
     .m_slots = core_slots,
 };

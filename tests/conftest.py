@@ -1,9 +1,13 @@
 """Shared pieces of sinpe's test suite.
 
-* ``require_torch()`` / the ``torch`` fixture: PyTorch is a test dependency
-  that a developer may not have.  Without it the tests that compare against
-  the seed recipes skip, except under ``CI=true``, where a missing torch is an
-  error: CI must never go green by skipping the comparisons it exists for.
+* ``require(name)``, the ``needs(name, ...)`` mark and the ``torch`` fixture:
+  the tests' optional requirements (``OPTIONAL``).  A missing one is an error,
+  except torch outside ``CI=true`` (a developer may not have it: its tests
+  skip) and those that ``SINPE_TEST_WITHOUT`` names: a run that cannot install
+  them on purpose (torch has no wheel for that Python here; a wheel's tests on a
+  platform that lacks the plotting or notebook stack) says so, and their tests
+  skip with that reason.  CI must never go green by skipping the comparisons it
+  exists for without having asked to.
 * The tests' own float64 reference (deliberately not ``sinpe.reference``, so
   a bug there cannot hide a bug in sinpe) and the error bound of any
   double-precision evaluation of the formula, derived below.
@@ -29,8 +33,11 @@ of the exact value.
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -65,24 +72,104 @@ SINPE_VALUE_ERROR = 2.0 * math.sqrt(2.0) * SINCOS_ERROR / U64 + 2.0  # in units 
 MAX_POSITION = 2**24  # DESIGN.md section 1: the promise holds for |p| <= 2**24
 
 
-def require_torch():
-    """Import torch; skip without it, but fail under ``CI=true``."""
-    try:
-        import torch
-    except ImportError as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(
-                f"CI=true and torch cannot be imported ({exc}); install it with "
-                "`pip install torch==2.13.0`",
-                pytrace=False,
-            )
-        pytest.skip("torch is not installed (pip install torch==2.13.0)", allow_module_level=True)
-    return torch
+# The tests' optional requirements, by the name pip installs them under (the
+# test extra, the README's torch pin, tests/requirements-nodeps.txt), each with
+# the module that proves it present.  SINPE_TEST_WITHOUT takes these names.
+OPTIONAL = {
+    "torch": "torch",
+    "x-transformers": "x_transformers",
+    "positional-encodings": "positional_encodings",
+    "onnx": "onnx",
+    "onnxscript": "onnxscript",
+    "ml_dtypes": "ml_dtypes",
+    "matplotlib": "matplotlib",
+    "scikit-learn": "sklearn",
+    "mypy": "mypy",
+    "mktestdocs": "mktestdocs",
+    "nbclient": "nbclient",
+    "nbformat": "nbformat",
+    "ipykernel": "ipykernel",
+}
+
+
+def allowed_missing() -> set[str]:
+    """The requirements SINPE_TEST_WITHOUT (names split by spaces or commas) lets this run lack."""
+    return set(re.split(r"[\s,]+", os.environ.get("SINPE_TEST_WITHOUT", "").strip())) - {""}
+
+
+def pytest_configure(config):
+    unknown = sorted(allowed_missing() - OPTIONAL.keys())
+    if unknown:  # a misspelt name would otherwise allow nothing, silently
+        raise pytest.UsageError(
+            f"SINPE_TEST_WITHOUT names {unknown}, which are not optional test requirements; "
+            f"known: {', '.join(OPTIONAL)}"
+        )
+    config.addinivalue_line(
+        "markers", "needs(*names): optional test requirements the test uses (conftest.OPTIONAL)"
+    )
+
+
+def pytest_report_header(config):
+    allowed = sorted(allowed_missing())
+    if not allowed:
+        return None
+    absent = [name for name in allowed if importlib.util.find_spec(OPTIONAL[name]) is None]
+    return (f"SINPE_TEST_WITHOUT={' '.join(allowed)}: the tests that need "
+            f"{', '.join(absent) or 'none of them'} (not installed) skip")
+
+
+def require(name: str, who: str | None = None):
+    """Import the optional test requirement `name` (a key of OPTIONAL) and return its
+    module.  When it is not installed: skip if SINPE_TEST_WITHOUT names it, or if it is
+    torch and this is not CI (``CI=true``); fail otherwise.  Works at module level."""
+    module = OPTIONAL[name]
+    whom = f" (for {who})" if who else _for_whom()
+    if importlib.util.find_spec(module) is not None:
+        return importlib.import_module(module)  # installed but broken: its error shows
+    if name in allowed_missing():
+        pytest.skip(f"{name} is not installed, and SINPE_TEST_WITHOUT says this run may lack it"
+                    f"{whom}", allow_module_level=True)
+    if name == "torch" and os.environ.get("CI", "").lower() != "true":
+        pytest.skip(f"torch is not installed (pip install torch==2.13.0){whom}",
+                    allow_module_level=True)
+    install = "torch==2.13.0" if name == "torch" else '".[test]"'
+    pytest.fail(
+        f"{name} cannot be imported (no module {module!r}){' and CI=true' if name == 'torch' else ''}: "
+        f"`pip install {install}`, or name it in SINPE_TEST_WITHOUT for a run that cannot install it",
+        pytrace=False,
+    )
+
+
+def _for_whom() -> str:
+    """" (for tests/test_x.py)" when require is called by a test module's own code: pytest
+    reports a module-level skip at the line that raised it, here in conftest."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    path = frame.f_globals.get("__file__", "") if frame is not None else ""
+    return f" (for tests/{os.path.basename(path)})" if os.path.basename(path).startswith("test_") else ""
+
+
+def optional(name: str):
+    """Like require, but None (no skip) when the requirement is absent and
+    SINPE_TEST_WITHOUT names it: for a module where only some cases need it."""
+    if name in allowed_missing() and importlib.util.find_spec(OPTIONAL[name]) is None:
+        return None
+    return require(name)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    # torch first: a package that needs torch (x-transformers) is not installed without it
+    needs = ["torch"] if "torch" in getattr(item, "fixturenames", ()) else []
+    needs += [name for mark in item.iter_markers("needs") for name in mark.args]
+    for name in needs:
+        require(name, f"tests/{item.path.name}")
 
 
 @pytest.fixture(scope="session")
 def torch():
-    return require_torch()
+    return require("torch")
 
 
 def freq64(d: int, n: float) -> np.ndarray:

@@ -14,12 +14,13 @@ import subprocess
 import sys
 import textwrap
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 import sinpe
-from conftest import assert_bits_equal, numpy_add
+from conftest import assert_bits_equal, numpy_add, require
+
+ml_dtypes = require("ml_dtypes")  # NumPy's bfloat16: every test here needs it
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 

@@ -184,7 +184,9 @@ def test_encode_dtype_must_be_one_of_three_names(tmp_path, dtype):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("argv", [["encode", "4", "4"], ["plot", "8", "4"], ["demo"]])
+@pytest.mark.parametrize("argv", [["encode", "4", "4"],
+                                  *(pytest.param(argv, marks=pytest.mark.needs("matplotlib"))
+                                    for argv in (["plot", "8", "4"], ["demo"]))])
 @pytest.mark.parametrize("force", [False, True])
 def test_output_that_is_a_directory_exits_2_whatever_force_says(tmp_path, capsys, argv, force):
     directory = tmp_path / "out"
@@ -240,6 +242,7 @@ def test_written_file_gets_ordinary_permissions(tmp_path):
 # -- plot and demo -----------------------------------------------------------------------
 
 
+@pytest.mark.needs("matplotlib")
 @pytest.mark.parametrize("kind", ["heatmap", "columns", "similarity"])
 def test_plot_writes_each_kind_as_png(tmp_path, kind):
     path = tmp_path / f"{kind}.png"
@@ -249,12 +252,14 @@ def test_plot_writes_each_kind_as_png(tmp_path, kind):
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.needs("matplotlib")
 def test_plot_other_format_from_extension(tmp_path):
     path = tmp_path / "pe.svg"
     assert main(["plot", "10", "4", "-n", "100", "-o", str(path)]) == 0
     assert b"<svg" in path.read_bytes()[:2000]
 
 
+@pytest.mark.needs("matplotlib")
 def test_plot_refuses_to_overwrite_without_force(tmp_path):
     path = tmp_path / "pe.png"
     path.write_bytes(b"keep")
@@ -264,6 +269,7 @@ def test_plot_refuses_to_overwrite_without_force(tmp_path):
     assert path.read_bytes().startswith(PNG_SIGNATURE)
 
 
+@pytest.mark.needs("matplotlib")
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -295,6 +301,7 @@ def test_plot_without_matplotlib_exits_2_saying_how_to_install(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.needs("matplotlib")
 def test_demo_writes_the_128_by_64_heatmap_and_prints_the_accuracy(tmp_path):
     proc = run("demo", "-o", "pe.png", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

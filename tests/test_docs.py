@@ -5,7 +5,7 @@
   is what NumPy prints).
 * Every ```python block of README.md and docs/*.md runs as it stands, in a fresh
   namespace and an empty directory, as a reader would paste it; blocks that use
-  torch need it (conftest.require_torch).  mktestdocs extracts the blocks.
+  torch need it (conftest.require).  mktestdocs extracts the blocks.
 * Every line of the README's "Command line" block runs, and writes what it names.
 * The README and docs/ speak to a stranger with a clone: no internal references,
   no install command that cannot work.
@@ -23,8 +23,9 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from conftest import require_torch
-from mktestdocs import grab_code_blocks
+from conftest import require
+
+grab_code_blocks = require("mktestdocs").grab_code_blocks
 
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -90,8 +91,9 @@ def test_every_python_block_is_found():
 @pytest.mark.parametrize("block", BLOCKS)
 def test_python_block_runs(block, tmp_path, monkeypatch):
     if re.search(r"^\s*(import|from) torch\b|sinpe\.torch", block, re.M):
-        require_torch()
+        require("torch")
     monkeypatch.chdir(tmp_path)
+    require("matplotlib")
     import matplotlib.pyplot as plt
 
     try:

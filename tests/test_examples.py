@@ -5,9 +5,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import matplotlib.image
 import numpy as np
-from conftest import run_python
+from conftest import require, run_python
+
+require("matplotlib")
+import matplotlib.image  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

@@ -14,9 +14,14 @@ import os
 import sys
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
+from conftest import require
+
+# the kernel draws with matplotlib and scikit-learn (the t-SNE)
+for _name in ("nbformat", "nbclient", "ipykernel", "matplotlib", "scikit-learn"):
+    require(_name)
+import nbformat  # noqa: E402
+from nbclient import NotebookClient  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tutorial_figures.ipynb"
 

@@ -29,6 +29,7 @@ from conftest import (
     double_error_bound,
     numpy_add,
     positions_of,
+    require,
     sinpe_double_bound,
     table64,
 )
@@ -219,9 +220,7 @@ def test_add_16_bit_every_bit_pattern_matches_numpy(threads, name, scale):
     values, which 3e4 times overflow) must come out as NumPy's own half
     arithmetic, or ml_dtypes' bfloat16 arithmetic, makes it."""
     if name == "bfloat16":
-        import ml_dtypes  # a test requirement
-
-        dtype = np.dtype(ml_dtypes.bfloat16)
+        dtype = np.dtype(require("ml_dtypes").bfloat16)
     else:
         dtype = np.dtype(np.float16)
     x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(dtype).reshape(32, 16, 128)
@@ -327,9 +326,7 @@ def test_two_blocks_per_pass_are_the_rows_made_one_by_one(dtype, layout, d):
     explicit positions make each row alone.  Same bits, whatever the block
     alignment (offset), the odd width, the frequency tiles, the format of
     out= or the thread count."""
-    import ml_dtypes  # a test requirement
-
-    dtype = np.dtype(dtype) if dtype != "bfloat16" else np.dtype(ml_dtypes.bfloat16)
+    dtype = np.dtype(dtype) if dtype != "bfloat16" else np.dtype(require("ml_dtypes").bfloat16)
     before = sinpe.get_num_threads()
     try:
         for threads, offset in ((1, 0), (2, 5), (1, -37), (2, 64)):

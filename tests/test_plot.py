@@ -3,7 +3,8 @@
 ``plt.show()`` under a GUI backend, and are never held by pyplot otherwise.
 (tests/test_notebooks.py runs them in a real Jupyter kernel.)
 
-matplotlib is in the ``test`` extra, so these tests never skip.
+matplotlib is in the ``test`` extra: these tests skip only where SINPE_TEST_WITHOUT
+names it (conftest.require).
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-import matplotlib.image
 import numpy as np
 import pytest
-from conftest import run_python
-from matplotlib.figure import Figure
+from conftest import require, run_python
+
+require("matplotlib")
+import matplotlib.image  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 import sinpe
 import sinpe.plot

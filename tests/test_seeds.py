@@ -54,12 +54,12 @@ from conftest import (
     double_error_bound,
     freq64,
     positions_of,
-    require_torch,
+    require,
     sinpe_double_bound,
     table64,
 )
 
-torch = require_torch()
+torch = require("torch")
 
 from reference import seeds  # noqa: E402  (needs torch)
 

@@ -1,5 +1,6 @@
-"""Threads: concurrent calls give the serial results bit for bit, and the
-GIL is released while the kernel runs.
+"""Threads: concurrent calls give the serial results bit for bit, the GIL is
+released while the kernel runs, and arguments that other code changes during
+a call (another thread, or an argument's own __index__) never crash it.
 
 The GIL test counts, instead of timing: the switch interval is set so high
 that the interpreter never takes the GIL away from the main thread by force.
@@ -10,9 +11,11 @@ no threshold, no dependence on the machine's speed or load.
 """
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -21,6 +24,9 @@ import sinpe
 
 THREADS = 8
 ROUNDS = 6
+
+# A free-threaded CPython (3.13t and later) may run without a GIL at all.
+GIL_ENABLED = getattr(sys, "_is_gil_enabled", lambda: True)()
 
 
 def jobs():
@@ -142,6 +148,7 @@ def big_calls():
     }
 
 
+@pytest.mark.skipif(not GIL_ENABLED, reason="no GIL in this free-threaded interpreter")
 @pytest.mark.parametrize("name", ["encode", "encode out=", "add_"])
 def test_gil_is_released_while_the_kernel_runs(name):
     call = big_calls()[name]
@@ -174,6 +181,7 @@ def test_gil_is_released_while_the_kernel_runs(name):
     assert during > 0, f"no other thread ran during {calls} calls of {name}: the GIL was held"
 
 
+@pytest.mark.skipif(not GIL_ENABLED, reason="no GIL in this free-threaded interpreter")
 def test_gil_test_detects_a_call_that_holds_the_gil():
     """The counting method itself: a long C call that keeps the GIL
     (sorting a big array does) lets the counter make no progress at all."""
@@ -200,3 +208,149 @@ def test_gil_test_detects_a_call_that_holds_the_gil():
         sys.setswitchinterval(interval)
         counter.join()
     assert during == 0
+
+
+# -- arguments that change during a call ------------------------------------------------
+# encode_grid reads its shape=, split= and order= lists item by item, calling each item's
+# __index__ (Python code) in between; another thread may change the lists meanwhile.  A
+# call must read one consistent copy: it equals a serial call on some state the lists
+# went through, or raises a clean TypeError/ValueError (entries that do not fit together),
+# and never crashes.
+
+GRID_D = 12
+GRID_SHAPES = [[3, 5], [2, 4, 3], [7]]
+GRID_SPLITS = [[6, 6], [4, 4, 4], [8, 4], [12]]
+GRID_ORDERS = [[1, 0], [0, 1, 2], [2, 0, 1], [0]]
+
+
+def grid_results():
+    """Every outcome a call may have: {(shape, split, order): table} for the states that fit."""
+    results = {}
+    for shape in GRID_SHAPES:
+        for split in GRID_SPLITS:
+            for order in GRID_ORDERS:
+                if len(shape) == len(split) == len(order):
+                    results[tuple(shape), tuple(split), tuple(order)] = sinpe.encode_grid(
+                        tuple(shape), GRID_D, split=tuple(split), order=tuple(order))
+    return results
+
+
+class ClearsItsList:
+    """An integer whose __index__ (run while sinpe reads the list it sits in) empties
+    that list and frees what the list held."""
+
+    def __init__(self, value, victim):
+        self.value, self.victim = value, victim
+
+    def __index__(self):
+        self.victim.clear()
+        gc.collect()
+        return self.value
+
+
+def test_a_list_emptied_by_its_own_item_is_read_as_it_was():
+    want = sinpe.encode_grid((3, 5), GRID_D, split=(8, 4), order=(1, 0))
+    shape, split, order = [], [], []
+    shape += [ClearsItsList(3, shape), ClearsItsList(5, shape)]
+    split += [ClearsItsList(8, split), 4]
+    order += [ClearsItsList(1, order), 0]
+    got = sinpe.encode_grid(shape, GRID_D, split=split, order=order)
+    assert shape == split == order == []
+    assert same_bits(got, want)
+
+
+class Yields:
+    """An integer whose __index__ lets other threads run (with a GIL: gives it up)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        time.sleep(0)
+        return self.value
+
+
+def test_grid_lists_changed_by_other_threads_give_a_serial_result_or_a_clean_error():
+    results = grid_results()
+    shape, split, order = list(GRID_SHAPES[0]), list(GRID_SPLITS[0]), list(GRID_ORDERS[0])
+    stop = threading.Event()
+
+    def mutate(target, states):
+        k = 0
+        while not stop.is_set():
+            state = states[k % len(states)]
+            step = k % 4
+            if step == 0:
+                target[:] = state
+            elif step == 1:
+                target.clear()
+                target.extend(state)
+            elif step == 2:
+                target.append(1)  # one entry too many: a clean error, or read before it
+                del target[-1]
+            else:  # other threads may run while each entry is read
+                target[:] = [Yields(x) for x in state]
+            k += 1
+            if k % 64 == 0:
+                time.sleep(0)
+
+    mutators = [threading.Thread(target=mutate, args=a)
+                for a in ((shape, GRID_SHAPES), (split, GRID_SPLITS), (order, GRID_ORDERS))]
+    outcomes = {"result": 0, "error": 0}
+    bad = []
+
+    def call(i):
+        for _ in range(400):
+            try:
+                got = sinpe.encode_grid(shape, GRID_D, split=split, order=order)
+            except (TypeError, ValueError) as exc:  # entries that do not fit together
+                outcomes["error"] += 1
+                assert "split" in str(exc) or "order" in str(exc) or "shape" in str(exc), exc
+                continue
+            outcomes["result"] += 1
+            if not any(same_bits(got, want) for want in results.values()):
+                bad.append(got.shape)
+
+    for m in mutators:
+        m.start()
+    try:
+        run_together(call, count=4)
+    finally:
+        stop.set()
+        for m in mutators:
+            m.join()
+    assert not bad, f"results that no serial call gives: shapes {bad[:5]}"
+    assert outcomes["result"] > 0, outcomes  # some calls did read fitting lists
+
+
+def test_an_out_array_reshaped_during_the_call_is_written_as_it_was_checked():
+    """rope(out=(a, b), dtype=...): converting dtype= for b runs Python code, which here
+    sets a.shape (freeing NumPy's copy of a's shape and strides) and makes new arrays that
+    NumPy may give that memory.  The call writes a as it was when checked."""
+    L, d = 64, 16
+    want = sinpe.rope(L, d)
+    b = np.zeros((L, d), np.float32)
+    a = np.zeros((L, d), np.float32)
+    keep = []
+    reads = [0]
+
+    class ReshapesA:
+        @property
+        def dtype(self):
+            reads[0] += 1
+            if reads[0] == 2:  # after a was checked and its view taken
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DeprecationWarning)  # NumPy >= 2.5
+                    try:
+                        a.shape = (L * d,)
+                    except AttributeError:  # a NumPy that no longer lets .shape be set
+                        pytest.skip("this NumPy cannot set an array's shape in place")
+                big = np.zeros(1 << 22, np.float32)
+                keep.extend(np.lib.stride_tricks.as_strided(big, (L, d), (1 << 14, 4))
+                            for _ in range(8))
+            return np.dtype(np.float32)
+
+    cos, sin = sinpe.rope(L, d, out=(a, b), dtype=ReshapesA())
+    assert reads[0] == 2 and a.shape == (L * d,)
+    assert same_bits(cos.reshape(L, d), want[0]) and same_bits(sin, want[1])
+    assert all(not k.any() for k in keep)

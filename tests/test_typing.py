@@ -15,7 +15,6 @@ import pytest
 import sinpe
 import sinpe._core
 import sinpe.cli
-import sinpe.plot
 
 REPO = Path(__file__).resolve().parents[1]
 STUB = REPO / "sinpe" / "_core.pyi"
@@ -98,6 +97,7 @@ def test_py_typed_and_stub_ship_with_the_installed_package():
     assert (package / "_core.pyi").exists()
 
 
+@pytest.mark.needs("mypy")
 def test_mypy_strict_accepts_the_api_and_catches_misuse(tmp_path, pytestconfig):
     """One mypy run: the example and the package modules must be clean, and every
     line of the misuse file must be flagged.  sinpe/torch.py passes ``mypy --strict``
@@ -135,7 +135,8 @@ def test_mypy_strict_accepts_the_api_and_catches_misuse(tmp_path, pytestconfig):
 
 
 def public_callables():
-    import sinpe.torch  # torch is a test dependency (see conftest)
+    import sinpe.plot  # matplotlib and torch: the test's needs mark and fixture
+    import sinpe.torch
 
     modules = {
         "sinpe": (sinpe, [n for n in sinpe.__all__ if callable(getattr(sinpe, n))]),
@@ -173,6 +174,7 @@ EXPECTED_PARAMETERS = {
 }
 
 
+@pytest.mark.needs("matplotlib")
 def test_every_public_function_has_a_real_signature_and_docstring(torch, capsys):
     seen = set()
     for qualified, function in public_callables():

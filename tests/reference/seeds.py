@@ -11,7 +11,7 @@ The documents index columns in pairs (``pe[:, 0::2]`` / ``pe[:, 1::2]``,
 only; the docstrings say what each one does with an odd ``d``.
 
 torch is imported at module level: import this module only after
-``conftest.require_torch()``.
+``conftest.require("torch")``.
 """
 from __future__ import annotations
 
