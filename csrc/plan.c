@@ -323,9 +323,38 @@ static void find_made_rows(plan_t *plan, const sinpe_plan *p, const sinpe_array 
 /* The cut (plan.h).  Sizes are estimated in double: they only steer the
  * cut, and a strided view may describe more bytes than a size_t counts. */
 
+/* An add of a made table makes nothing per chunk, so its chunks follow the
+ * array's memory: each copy's rows in turn where the copies of a row lie
+ * further apart than the rows (batch-first), else spans of rows with all
+ * their copies (seq-first); about CHUNK_BYTES of the array each, in address
+ * order.  (Span by span over all copies, with the copies in parts, it took
+ * 1.45x NumPy's add of (32, 512, 512) and 1.2x of (512, 32, 512) on the AMD
+ * EPYC.) */
+static void cut_made_rows(plan_t *plan, double row_bytes)
+{
+    const group_t *g = &plan->groups[0];
+    const int inner_last = g->inner.naxes - 1;
+    const int copies_apart =
+        inner_last >= 0 && llabs((long long)g->outer.bstride[0][0]) <
+                               llabs((long long)g->inner.bstride[0][inner_last]);
+    const double copies = copies_apart ? 1.0 : (double)g->inner_count;
+    plan->span = count_in(ceil(CHUNK_BYTES / (row_bytes * copies)), g->outer_count);
+    plan->shift = 0;
+    plan->spans = ceil_div(g->outer_count, plan->span);
+    plan->per_part = copies_apart ? 1 : g->inner_count;
+    plan->parts = ceil_div(g->inner_count, plan->per_part);
+    plan->parts_first = copies_apart;
+    plan->chunks = plan->spans * plan->parts; /* each holds an element: fits */
+    plan->cancel_period = 1; /* adds take no cancel callback */
+}
+
 static void cut_spans(plan_t *plan, double row_bytes)
 {
     const group_t *g = &plan->groups[0];
+    if (plan->made != NULL) {
+        cut_made_rows(plan, row_bytes);
+        return;
+    }
     const double outer_bytes = row_bytes * (double)g->inner_count;
     double span;
     if (plan->adding && plan->made == NULL) {

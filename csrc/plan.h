@@ -103,6 +103,8 @@ typedef struct {
     ptrdiff_t span, spans, shift; /* spans: outer rows per chunk, their count, the
                                    * rows before the first (block alignment) */
     ptrdiff_t parts, per_part;    /* spans: of the inner rows; windows: of the leading rows */
+    int parts_first;              /* spans: chunks go part by part (each part's spans in
+                                   * turn) rather than span by span */
     ptrdiff_t window, windows, length, leads; /* windows: of the innermost axis */
     int band_axis, row_axes;      /* bands: span `span` of row axis band_axis */
     ptrdiff_t row_shape[SINPE_MAX_DIMS];

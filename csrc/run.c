@@ -730,7 +730,9 @@ void sinpe_plan_chunk(void *context, ptrdiff_t chunk, int worker)
     }
     const group_t *g = &plan->groups[0];
     const ptrdiff_t per_tile = plan->spans * plan->parts;
-    const ptrdiff_t span = chunk % per_tile / plan->parts, part = chunk % plan->parts;
+    const ptrdiff_t within = chunk % per_tile;
+    const ptrdiff_t span = plan->parts_first ? within % plan->spans : within / plan->parts;
+    const ptrdiff_t part = plan->parts_first ? within / plan->spans : within % plan->parts;
     const ptrdiff_t i0 = span == 0 ? 0 : span * plan->span - plan->shift;
     const ptrdiff_t i1 = min_ptrdiff((span + 1) * plan->span - plan->shift, g->outer_count);
     const ptrdiff_t j0 = part * plan->per_part;
