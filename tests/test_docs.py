@@ -84,8 +84,8 @@ BLOCKS = python_blocks()
 
 def test_every_python_block_is_found():
     # the README's examples: intro, torch drop-in, deployment paths, tensors, out=, plots,
-    # plots with ax=
-    assert sum(1 for p in BLOCKS if p.id.startswith("README.md")) == 7
+    # plots with ax=, show_config
+    assert sum(1 for p in BLOCKS if p.id.startswith("README.md")) == 8
 
 
 @pytest.mark.parametrize("block", BLOCKS)
