@@ -7,10 +7,11 @@ through ``sinpe.torch.add_`` (float32 and bfloat16); a decode step; and the
 tables whose making is compute-bound, on all threads against one.
 
 Contenders are timed in blocks that take turns (a block of one, a pause, a
-block of the other, ...): calls alternated one by one would let one
-library's spinning worker threads (torch's OpenMP pool, sinpe's helpers
-polling for the next call) steal the cores the other is timed on.  Figures
-are medians of the blocks' per-call times.
+block of the other, ...; each round starts with the next contender): calls
+alternated one by one would let one library's spinning worker threads
+(torch's OpenMP pool, sinpe's helpers polling for the next call) steal the
+cores the other is timed on.  Figures are medians of the blocks' per-call
+times.
 """
 from __future__ import annotations
 
@@ -44,9 +45,11 @@ def _blocks(timers: Dict[str, Callable[[], object]], rounds: int, seconds: float
         fn()
         calls[name] = max(1, min(10000, int(per_block / max(time.perf_counter() - t0, 1e-7))))
     samples: Dict[str, List[float]] = {name: [] for name in timers}
-    for _ in range(rounds):
-        for name, fn in timers.items():
-            time.sleep(0.002)  # the other contender's spinning threads go to sleep
+    names = list(timers)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:  # each goes first in turn
+            fn = timers[name]
+            time.sleep(0.005)  # the other contender's spinning threads go to sleep
             t0 = time.perf_counter()
             for _ in range(calls[name]):
                 fn()
