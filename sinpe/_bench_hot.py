@@ -63,9 +63,12 @@ def _with_threads(threads: int, torch: Any) -> None:
         torch.set_num_threads(threads)
 
 
-def hot_path_cases(quick: bool, torch: Optional[Any]) -> List[Dict[str, Any]]:
-    """Every case on one thread and on all (sinpe.get_num_threads())."""
-    rounds, seconds = (7, 0.4) if quick else (15, 1.5)
+def hot_path_cases(quick: bool, torch: Optional[Any], seconds: Optional[float] = None
+                   ) -> List[Dict[str, Any]]:
+    """Every case on one thread and on all (sinpe.get_num_threads()); `seconds`
+    per case and thread count (default 0.4 quick, 1.5 otherwise)."""
+    rounds, per_case = (7, 0.4) if quick else (15, 1.5)
+    seconds = per_case if seconds is None else seconds
     everyone = sinpe.get_num_threads()
     torch_threads = torch.get_num_threads() if torch is not None else None
     thread_counts = [1] if everyone == 1 else [1, everyone]

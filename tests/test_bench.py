@@ -7,10 +7,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import sys
+
 import pytest
 
 import sinpe
 import sinpe.bench as bench
+from conftest import require
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,3 +46,33 @@ def test_floor_script_times_every_loop_and_both_formulas_keep_the_float32_promis
         errors = re.search(r"worst float32 error \(units of 2\*\*-24\): (.*)", build).group(1)
         worst = [float(v) for v in re.findall(r"(\d+\.\d+)", errors)]
         assert len(worst) == 3 and all(0.0 < w <= 0.6 for w in worst), errors
+
+
+def test_hot_path_section_times_every_case_on_one_and_all_threads(monkeypatch, capsys):
+    """The hot path section (bench.py's, here with small shapes): every add_ shape
+    batch-first and seq-first, float32 and bfloat16 through sinpe.torch, on one
+    thread and on all, the decode step, and the compute-bound tables."""
+    import sinpe._bench_hot as hot
+    torch = require("torch")
+    monkeypatch.setattr(hot, "ADD_SHAPES", [((2, 16, 32), -2), ((16, 2, 32), 0)])
+    monkeypatch.setattr(hot, "TABLES", [(64, 32)])
+    monkeypatch.setattr(hot, "ROPE", (64, 16))
+    threads = sinpe.get_num_threads()
+    results = hot.hot_path_cases(True, torch, seconds=0.02)
+    assert sinpe.get_num_threads() == threads
+    hot.print_hot_path(results, sys.stdout)
+    text = capsys.readouterr().out
+    counts = [1] if threads == 1 else [1, threads]
+    for case in ("add_ batch-first (2, 16, 32)", "add_ seq-first (16, 2, 32)"):
+        for suffix, contenders in (("", {"sinpe", "sinpe.torch", "torch", "numpy"}),
+                                   (" bfloat16", {"sinpe.torch", "torch"})):
+            rows = [r for r in results if r["case"] == case + suffix]
+            assert [r["threads"] for r in rows] == counts
+            assert all(set(r["times"]) == contenders for r in rows)
+    decode = [r for r in results if r["case"].startswith("decode step")]
+    assert len(decode) == 1 and set(decode[0]["times"]) == {"sinpe", "sinpe.torch", "torch", "numpy"}
+    for table in ("encode(64, 32, out=)", "rope(64, 16, out=)"):
+        row = [r for r in results if r["case"] == table][0]
+        assert set(row["times"]) == {f"{k} threads" for k in counts}
+        assert table in text
+    assert "sinpe/torch" in text and "all/1" in text
