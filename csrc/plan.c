@@ -74,14 +74,18 @@ static void plan_free(plan_t *plan)
     if (plan == NULL) {
         return;
     }
+    sinpe_anchors_release(plan->anchors); /* before its table */
     for (int g = 0; plan->groups != NULL && g < plan->ngroups; ++g) {
         sinpe_table_release(plan->groups[g].table);
     }
     sinpe_rows_release(plan->made);
-    free(plan->groups);
-    free(plan->scratch);
-    free(plan->tiles);
-    free(plan->built);
+    if (plan->groups != &plan->one_group) {
+        free(plan->groups);
+    }
+    free(plan->scratch); /* with built and adds' tiles */
+    if (plan->cut == CUT_BANDS) { /* assembled bands' tiles are their own */
+        free(plan->tiles);
+    }
     free(plan->held);
     free(plan->snapshot);
     free(plan);
@@ -319,6 +323,22 @@ static void find_made_rows(plan_t *plan, const sinpe_plan *p, const sinpe_array 
     plan->made = rows;
 }
 
+/* Rows of one block of range positions (a decoding step, a short table):
+ * the table's kept anchors of the block, so that a loop of such calls
+ * computes them once per block rather than once per call. */
+static void hold_anchors(plan_t *plan)
+{
+    const group_t *g = &plan->groups[0];
+    if (plan->ngroups != 1 || g->axis < 0 || g->table == NULL || g->ntiles != 1 ||
+        plan->padding != NULL) {
+        return;
+    }
+    const int64_t p0 = sinpe_block_start(g->offset);
+    if (p0 == sinpe_block_start(g->offset + g->outer_count - 1)) {
+        plan->anchors = sinpe_anchors_hold(g->table, p0);
+    }
+}
+
 /* ------------------------------------------------------------------ */
 /* The cut (plan.h).  Sizes are estimated in double: they only steer the
  * cut, and a strided view may describe more bytes than a size_t counts. */
@@ -512,11 +532,9 @@ static int cut(plan_t *plan, const sinpe_plan *p, const sinpe_array *out, ptrdif
         if (plan->groups[0].axis >= 0) { /* range positions: no more rows than positions */
             plan->tile_rows = min_ptrdiff(plan->tile_rows, plan->groups[0].outer_count);
         }
-        plan->tile_bytes = (size_t)(plan->tile_rows + 1) * (size_t)width * (size_t)itemsize;
-        plan->tiles = malloc((size_t)plan->threads * plan->tile_bytes);
-        if (plan->tiles == NULL) {
-            return SINPE_ERR_NOMEM;
-        }
+        /* whole cache lines, so that workers' tiles never share one */
+        plan->tile_bytes = ((size_t)(plan->tile_rows + 1) * (size_t)width * (size_t)itemsize + 63) /
+                           64 * 64;
     }
     if (p->split != NULL) {
         plan->cut = CUT_BANDS;
@@ -531,14 +549,24 @@ static int cut(plan_t *plan, const sinpe_plan *p, const sinpe_array *out, ptrdif
         plan->cut = CUT_SPANS;
         cut_spans(plan, row_bytes);
     }
+    /* Per-worker scratch, wide tables' step-row keys and adds' tiles in one
+     * allocation (a decode step's add spent a fifth of its time in malloc). */
     plan->scratch_doubles = sinpe_plan_scratch_doubles(plan);
-    plan->scratch = malloc((size_t)plan->threads * plan->scratch_doubles * sizeof(double));
-    plan->built = malloc((size_t)plan->threads * sizeof(ptrdiff_t));
-    if (plan->scratch == NULL || plan->built == NULL) {
+    const size_t threads = (size_t)plan->threads;
+    const size_t scratch = (threads * plan->scratch_doubles * sizeof(double) +
+                            threads * sizeof(ptrdiff_t) + 63) / 64 * 64;
+    const size_t tiles = plan->adding && plan->made == NULL ? threads * plan->tile_bytes : 0;
+    char *block = malloc(scratch + tiles + 64);
+    if (block == NULL) {
         return SINPE_ERR_NOMEM;
     }
+    plan->scratch = (double *)(void *)block;
+    plan->built = (ptrdiff_t *)(void *)(block + threads * plan->scratch_doubles * sizeof(double));
     for (int w = 0; w < plan->threads; ++w) {
         plan->built[w] = -1;
+    }
+    if (tiles > 0) {
+        plan->tiles = block + scratch + (64 - (uintptr_t)(block + scratch) % 64) % 64;
     }
     return SINPE_OK;
 }
@@ -578,7 +606,9 @@ static int plan_make(plan_t **out_plan, const sinpe_plan *p, const sinpe_array *
     }
     plan_t *plan = calloc(1, sizeof *plan);
     const int ngroups = p->split != NULL ? nrow_axes : 1;
-    group_t *groups = plan != NULL ? calloc((size_t)ngroups, sizeof *groups) : NULL;
+    group_t *groups = plan == NULL    ? NULL
+                      : ngroups == 1 ? &plan->one_group
+                                     : calloc((size_t)ngroups, sizeof *groups);
     if (groups == NULL) {
         free(plan);
         return SINPE_ERR_NOMEM;
@@ -614,6 +644,8 @@ static int plan_make(plan_t **out_plan, const sinpe_plan *p, const sinpe_array *
         find_made_rows(plan, p, out);
         if (plan->made != NULL) {
             groups[0].ntiles = 1; /* the made rows hold every column */
+        } else {
+            hold_anchors(plan);
         }
         status = cut(plan, p, out, rows);
     }

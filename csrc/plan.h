@@ -87,9 +87,12 @@ typedef struct {
     target_t target[2];
     ptrdiff_t d;
     int ngroups;
-    group_t *groups;
+    group_t *groups;             /* &one_group, or allocated for grids of several axes */
+    group_t one_group;
     int adding;
     double scale;                /* already rounded (sinpe_plan.scale) */
+    const sinpe_anchors *anchors; /* rows of one block: the table's kept anchors of
+                                   * it (held), or NULL */
     sinpe_rows *made;            /* adds at range positions: the table's rows, made
                                   * before (row_cache.h), or NULL: made per chunk */
     const int64_t *ints;         /* explicit positions, per C-order row */
@@ -116,7 +119,8 @@ typedef struct {
     /* scratch, one slice per worker */
     double *scratch;
     size_t scratch_doubles;
-    char *tiles;                  /* adds, assembled bands: a tile of elements per worker */
+    char *tiles;                  /* adds, assembled bands: a tile of elements per worker
+                                   * (adds': inside the scratch's allocation) */
     size_t tile_bytes;
     ptrdiff_t tile_rows;          /* rows a tile holds besides one spare row */
     ptrdiff_t *built;             /* wide tables: group * ntiles + tile whose steps a

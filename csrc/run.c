@@ -55,6 +55,8 @@ static const double zero_value = 0.0;
 typedef struct {
     double *sin, *cos;   /* [2 * tile_freqs]: anchors (of two blocks), or a
                           * non-integral row's values */
+    const double *s0, *c0; /* the anchors anchor() gave: sin, cos, or the
+                            * table's kept ones (sinpe_anchors_hold) */
     double *tmp;         /* [4 * tile_freqs]: the row writers' scratch */
     double *step_buffer; /* a wide table's step rows */
 } scratch_t;
@@ -66,6 +68,7 @@ static scratch_t scratch_of(const plan_t *plan, int worker)
     scratch_t s;
     s.sin = p, p += 2 * f;
     s.cos = p, p += 2 * f;
+    s.s0 = s.sin, s.c0 = s.cos;
     s.tmp = p, p += 4 * f;
     s.step_buffer = p;
     return s;
@@ -82,10 +85,18 @@ size_t sinpe_plan_scratch_doubles(const plan_t *plan)
 }
 
 /* The anchors of tile [k0, k1) for an integer position's block start p0, or
- * for a non-integral position x itself (then they are its values). */
-static void anchor(const group_t *g, const scratch_t *s, ptrdiff_t k0, ptrdiff_t k1, int is_int,
-                   int64_t p0, double x)
+ * for a non-integral position x itself (then they are its values), at
+ * s->s0 and s->c0: the table's kept anchors of p0 when the plan holds them,
+ * else computed into s->sin and s->cos. */
+static void anchor(const plan_t *plan, const group_t *g, scratch_t *s, ptrdiff_t k0, ptrdiff_t k1,
+                   int is_int, int64_t p0, double x)
 {
+    const sinpe_anchors *kept = plan->anchors;
+    if (is_int && kept != NULL && kept->p0 == p0 && g->table == plan->groups[0].table) {
+        s->s0 = kept->sin + k0, s->c0 = kept->cos + k0;
+        return;
+    }
+    s->s0 = s->sin, s->c0 = s->cos;
     if (is_int) {
         sinpe_anchor_sincos(g->table, p0, k0, k1, s->sin, s->cos);
         return;
@@ -215,10 +226,10 @@ static void store_rows(const plan_t *plan, const group_t *g, const scratch_t *s,
                                          pairs_of(g, plan->target[t].kind, k0, k1)};
     }
     if (g->table != NULL && is_int) {
-        sinpe_store_pairs(targets, plan->ntargets, steps, r0, r1, blocks, s->sin, s->cos,
+        sinpe_store_pairs(targets, plan->ntargets, steps, r0, r1, blocks, s->s0, s->c0,
                           s->tmp);
     } else if (g->table != NULL) {
-        sinpe_store_pair_values(targets, plan->ntargets, s->sin, s->cos);
+        sinpe_store_pair_values(targets, plan->ntargets, s->s0, s->c0);
     }
     ptrdiff_t zeros;
     const ptrdiff_t col = unused_columns(g, &zeros);
@@ -262,7 +273,7 @@ static void store_range(const plan_t *plan, const group_t *g, int worker, ptrdif
     const ptrdiff_t k0 = tile * plan->tile_freqs;
     const ptrdiff_t k1 = min_ptrdiff(k0 + plan->tile_freqs, g->nfreq);
     const int first_tile = tile == 0;
-    const scratch_t s = scratch_of(plan, worker);
+    scratch_t s = scratch_of(plan, worker);
     const sinpe_steps steps = steps_of(plan, g, worker, tile, k0, k1, s.step_buffer);
     const int last = g->outer.naxes - 1, inner_last = g->inner.naxes - 1;
     int have_anchor = 0, anchor_int = 0;
@@ -279,12 +290,12 @@ static void store_range(const plan_t *plan, const group_t *g, int worker, ptrdif
         const int64_t p0 = is_int ? sinpe_block_start(p) : 0;
         if (g->table != NULL &&
             !(have_anchor && anchor_int == is_int && (is_int ? anchor_p0 == p0 : anchor_x == x))) {
-            anchor(g, &s, k0, k1, is_int, p0, x);
+            anchor(plan, g, &s, k0, k1, is_int, p0, x);
             have_anchor = 1, anchor_int = is_int, anchor_p0 = p0, anchor_x = x;
         }
         const int r = (int)(p - p0);
         int run = is_int ? block_run(plan, g, i, i1, p, r, &oc) : 0, blocks = 1;
-        if (run == SINPE_BLOCK_ROWS && g->axis >= 0 && g->table != NULL &&
+        if (run == SINPE_BLOCK_ROWS && g->axis >= 0 && g->table != NULL && s.s0 == s.sin &&
             i + 2 * SINPE_BLOCK_ROWS <= i1) { /* and the next block: one pass over the steps */
             sinpe_anchor_sincos(g->table, p0 + SINPE_BLOCK_ROWS, k0, k1, s.sin + (k1 - k0),
                                 s.cos + (k1 - k0));
@@ -426,7 +437,7 @@ static void fill_tile(const plan_t *plan, const group_t *g, int worker, ptrdiff_
 {
     const ptrdiff_t k0 = tile * plan->tile_freqs;
     const ptrdiff_t k1 = min_ptrdiff(k0 + plan->tile_freqs, g->nfreq);
-    const scratch_t s = scratch_of(plan, worker);
+    scratch_t s = scratch_of(plan, worker);
     const sinpe_steps steps = steps_of(plan, g, worker, tile, k0, k1, s.step_buffer);
     char *base = t->data + slot * t->row_bytes;
     for (ptrdiff_t q = 0; q < rows && t->zeros > 0; ++q) {
@@ -438,17 +449,17 @@ static void fill_tile(const plan_t *plan, const group_t *g, int worker, ptrdiff_
     }
     sinpe_pair_target target = {&t->fmt, base, t->row_bytes, t->pairs};
     if (!is_int) {
-        anchor(g, &s, k0, k1, 0, 0, x);
-        sinpe_store_pair_values(&target, 1, s.sin, s.cos);
+        anchor(plan, g, &s, k0, k1, 0, 0, x);
+        sinpe_store_pair_values(&target, 1, s.s0, s.c0);
         return;
     }
     for (int64_t p = first; p < first + rows;) {
         const int64_t p0 = sinpe_block_start(p);
         const int r0 = (int)(p - p0);
         const int r1 = (int)min_ptrdiff(SINPE_BLOCK_ROWS, first + rows - p0);
-        anchor(g, &s, k0, k1, 1, p0, 0.0);
+        anchor(plan, g, &s, k0, k1, 1, p0, 0.0);
         target.row = base + (p - first) * t->row_bytes;
-        sinpe_store_pairs(&target, 1, &steps, r0, r1, 1, s.sin, s.cos, s.tmp);
+        sinpe_store_pairs(&target, 1, &steps, r0, r1, 1, s.s0, s.c0, s.tmp);
         p = p0 + r1;
     }
 }

@@ -38,8 +38,11 @@ static sinpe_table *table_alloc(ptrdiff_t nfreq)
     if (nfreq < 1 || (size_t)nfreq > (SIZE_MAX - sizeof(sinpe_table)) / sizeof(double)) {
         return NULL;
     }
-    /* not wide: nfreq <= 2048, so this product is small */
-    const size_t doubles = (size_t)nfreq * (is_wide(nfreq) ? 1 : 1 + 2 * SINPE_BLOCK_ROWS);
+    /* not wide: nfreq <= 2048, so this product is small; freq, the step
+     * rows, then the kept anchors */
+    const size_t doubles =
+        (size_t)nfreq *
+        (is_wide(nfreq) ? 1 : 1 + 2 * SINPE_BLOCK_ROWS + 2 * SINPE_KEPT_ANCHORS);
     const size_t bytes = sizeof(sinpe_table) + doubles * sizeof(double);
     sinpe_table *table = malloc(bytes);
     if (table == NULL) {
@@ -50,6 +53,12 @@ static sinpe_table *table_alloc(ptrdiff_t nfreq)
     table->freq = freq;
     table->step_c = is_wide(nfreq) ? NULL : freq + nfreq;
     table->step_s = is_wide(nfreq) ? NULL : table->step_c + (size_t)SINPE_BLOCK_ROWS * nfreq;
+    for (int i = 0; i < SINPE_KEPT_ANCHORS; ++i) {
+        double *kept = is_wide(nfreq) ? NULL
+                                      : (double *)table->step_s +
+                                            (size_t)(SINPE_BLOCK_ROWS + 2 * i) * nfreq;
+        table->kept[i] = (sinpe_anchors){SINPE_NO_BLOCK, 0, kept, kept != NULL ? kept + nfreq : NULL};
+    }
     table->bytes = bytes;
     table->refs = 1;
     table->cached = 0;
@@ -336,6 +345,49 @@ void sinpe_table_cache_clear(void)
         }
     }
     sinpe_mutex_unlock(&cache_lock);
+}
+
+/* Kept anchors: found and counted under the cache's lock (shared by every
+ * table: held for a few instructions), made outside it. */
+const sinpe_anchors *sinpe_anchors_hold(sinpe_table *table, int64_t p0)
+{
+    if (table->kept[0].sin == NULL) {
+        return NULL;
+    }
+    sinpe_anchors *found = NULL, *unused = NULL;
+    sinpe_mutex_lock(&cache_lock);
+    for (int i = 0; i < SINPE_KEPT_ANCHORS; ++i) {
+        sinpe_anchors *a = &table->kept[i];
+        if (a->p0 == p0) {
+            found = a;
+        } else if (a->refs == 0) {
+            unused = a;
+        }
+    }
+    sinpe_anchors *slot = found != NULL ? found : unused;
+    if (slot != NULL) {
+        slot->refs++;
+        if (found == NULL) {
+            slot->p0 = SINPE_NO_BLOCK; /* no one else takes it, or reads it, meanwhile */
+        }
+    }
+    sinpe_mutex_unlock(&cache_lock);
+    if (slot != NULL && found == NULL) {
+        sinpe_anchor_sincos(table, p0, 0, table->nfreq, slot->sin, slot->cos);
+        sinpe_mutex_lock(&cache_lock);
+        slot->p0 = p0;
+        sinpe_mutex_unlock(&cache_lock);
+    }
+    return slot;
+}
+
+void sinpe_anchors_release(const sinpe_anchors *anchors)
+{
+    if (anchors != NULL) {
+        sinpe_mutex_lock(&cache_lock);
+        ((sinpe_anchors *)anchors)->refs--;
+        sinpe_mutex_unlock(&cache_lock);
+    }
 }
 
 /* After fork() in a child, the lock may have been held by a thread that no

@@ -42,6 +42,18 @@
 
 typedef struct sinpe_table sinpe_table;
 
+/* The anchors of one block, every frequency, kept by a table for calls
+ * that write rows of a single block (a decoding loop asks for the same
+ * block 32 times in a row): sin[k], cos[k] of p0 * freq[k]. */
+typedef struct {
+    int64_t p0; /* SINPE_NO_BLOCK while being made */
+    int refs;   /* calls using them: only an unused slot is made again */
+    double *sin, *cos;
+} sinpe_anchors;
+
+#define SINPE_KEPT_ANCHORS 2
+#define SINPE_NO_BLOCK INT64_MIN
+
 struct sinpe_table {
     ptrdiff_t nfreq;
     const double *freq; /* [nfreq] */
@@ -49,6 +61,7 @@ struct sinpe_table {
     /* [SINPE_BLOCK_ROWS][nfreq]: cos and sin of r * freq[k]; NULL if wide */
     const double *step_c;
     const double *step_s;
+    sinpe_anchors kept[SINPE_KEPT_ANCHORS]; /* none (NULL arrays) if wide */
     /* bookkeeping, private to table.c */
     size_t bytes;
     int refs, cached;
@@ -117,6 +130,12 @@ uint32_t sinpe_residues(int64_t first, int64_t count);
  * (2 * SINPE_BLOCK_ROWS * (k1 - k0) doubles). */
 sinpe_steps sinpe_steps_for(const sinpe_table *table, ptrdiff_t k0, ptrdiff_t k1,
                             uint32_t residues, double *buffer);
+
+/* The table's kept anchors of block p0, made now into an unused slot if
+ * none holds them; NULL when every slot is in use (or the table is wide):
+ * compute them instead.  Release with sinpe_anchors_release. */
+const sinpe_anchors *sinpe_anchors_hold(sinpe_table *table, int64_t p0);
+void sinpe_anchors_release(const sinpe_anchors *anchors);
 
 /* sin_out[j] = sin(p0 w), cos_out[j] = cos(p0 w) for w = freq[k0 + j],
  * j < k1 - k0: the anchors of the block at p0. */

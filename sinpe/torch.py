@@ -57,7 +57,9 @@ _PLAIN_TENSORS = (torch.Tensor, nn.Parameter)
 _is_functorch_wrapped: Callable[[torch.Tensor], bool] = (
     torch._C._functorch.is_functorch_wrapped_tensor)
 _is_functional: Callable[[torch.Tensor], bool] = torch._is_functional_tensor
-_increment_version: Callable[[torch.Tensor], None] = torch.autograd.graph.increment_version
+# torch.autograd.graph.increment_version's own call, without its Python frame
+_increment_versions: Callable[[tuple[torch.Tensor, ...]], None] = getattr(
+    torch._C, "_increment_version", torch.autograd.graph.increment_version)
 
 # The kernel's view of a torch half-type tensor: the tensor's own memory, with
 # NumPy dtype metadata naming the torch element type, so that sinpe stores
@@ -313,7 +315,7 @@ def add_(
         # would cost more than a decode step's whole add
         _core._add_tensor(tensor.data_ptr(), tensor.shape, tensor.stride(), code, n, offset,
                           axis, scale)
-        _increment_version(tensor)
+        _increment_versions((tensor,))
     else:
         _add_by_torch(tensor, n, offset, axis, scale)
     return tensor

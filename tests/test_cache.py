@@ -177,3 +177,31 @@ def test_threads_adding_and_clearing_at_once_get_the_bits_of_one_thread():
     assert errors == []
     tables, nbytes = kept()
     assert tables <= MAX_TABLES and nbytes <= MAX_BYTES
+
+
+def test_a_decoding_loop_one_row_per_call_gets_the_table_rows():
+    """Calls that write rows of a single block reuse the block's anchors from an
+    earlier call (tables keep those of two blocks); every row must still be the
+    table's, whichever thread asked first and whichever blocks came between."""
+    table = sinpe.encode(3000, 512)
+    positions = list(range(990, 1100)) + [5, 2999, 1000, 6, 1001]
+    errors = []
+
+    def decode(order):
+        x = np.zeros((1, 1, 512), np.float32)
+        for p in order:
+            x[...] = 0
+            sinpe.add_(x, offset=p)
+            if not np.array_equal(x[0, 0], table[p]):
+                errors.append(p)
+            y = sinpe.encode(1, 512, offset=p)
+            if not np.array_equal(y[0], table[p]):
+                errors.append(("encode", p))
+
+    decode(positions)
+    threads = [threading.Thread(target=decode, args=(positions[k::3] * 3,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
