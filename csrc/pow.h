@@ -50,8 +50,8 @@
  * double conversions and bit copies through memcpy; no libm call, no long
  * double, no FMA.  Veltkamp's splitting and Dekker's products need every
  * product rounded on its own (a fused 134217729 * a - a would break the
- * split): GCC gets -ffp-contract=off from the build, Clang and MSVC
- * platform.h's pragmas.  Every operation rounds to nearest double (SSE2 on
+ * split): GCC gets -ffp-contract=off from the build, Clang and MSVC the
+ * pragmas below.  Every operation rounds to nearest double (SSE2 on
  * x86-64, NEON on aarch64; x87 extended precision, FLT_EVAL_METHOD 2,
  * would break it), so every compiler, CPU and SIMD width gives the same
  * bits.
@@ -59,11 +59,14 @@
 #ifndef SINPE_POW_H
 #define SINPE_POW_H
 
-#include "platform.h" /* no FMA contraction, whatever the flags */
-
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(_MSC_VER)
+#pragma fp_contract(off)
+#endif
 
 typedef struct {
     double hi, lo;
