@@ -581,6 +581,10 @@ static void assemble_band(const plan_t *plan, int worker, ptrdiff_t band)
 void sinpe_plan_chunk(void *context, ptrdiff_t chunk, int worker)
 {
     const plan_t *plan = context;
+    if (plan->rotating) { /* rotate.c */
+        sinpe_rotate_chunk(plan, chunk, worker);
+        return;
+    }
     if (plan->cut == CUT_BANDS && plan->assemble) {
         assemble_band(plan, worker, chunk);
         return;
