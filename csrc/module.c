@@ -338,9 +338,21 @@ static int rotation_freq_count(PyObject *obj, Py_ssize_t r)
 }
 
 /* Parses, checks and runs a rotation of a.x (from a.source when given).
- * Everything is checked before the kernel writes anything. */
-static int run_rope(const rope_args *a)
+ * Everything is checked before the kernel writes anything.  a.x None (the
+ * private form only): every check against a.source's shape and dtype, and
+ * nothing run, for sinpe.torch's rotations by torch ops. */
+static int run_rope(const rope_args *given)
 {
+    /* None is "not given" for the optional arguments: sinpe.torch passes its
+     * own through as they came */
+    rope_args args = *given;
+    rope_args *a = &args;
+    PyObject **optional[] = {&a->n, &a->offset, &a->axis, &a->positions, &a->freq,
+                             &a->rotary_dim};
+    for (size_t i = 0; i < sizeof optional / sizeof optional[0]; ++i) {
+        *optional[i] = *optional[i] == Py_None ? NULL : *optional[i];
+    }
+    const int check_only = a->x == Py_None && a->source != NULL;
     sinpe_call c;
     SINPE_CALL_INIT(&c);
     c.plan.rotate = 1;
@@ -353,8 +365,9 @@ static int run_rope(const rope_args *a)
         (a->axis != NULL && sinpe_integer_arg(a->axis, "axis", &axis) < 0) ||
         (a->scale != NULL && sinpe_real_arg(a->scale, "scale", &c.plan.scale) < 0) ||
         flag_arg(a->exact, "exact", &exact) < 0 || flag_arg(a->inverse, "inverse", &inverse) < 0 ||
-        sinpe_writable_arg(a->x, "x", &view, &torch_scalar) < 0 ||
         (a->source != NULL && sinpe_readable_arg(a->source, "source", &source) < 0) ||
+        (check_only ? (view = source, 0) : sinpe_writable_arg(a->x, "x", &view, &torch_scalar)) <
+            0 ||
         sinpe_check_base(c.plan.n) < 0) {
         return -1;
     }
@@ -369,7 +382,8 @@ static int run_rope(const rope_args *a)
         PyErr_SetString(PyExc_ValueError, "source must have the shape and dtype of x");
         return -1;
     }
-    if (a->source != NULL && sinpe_check_disjoint(&view, "x", &source, "source") < 0) {
+    if (a->source != NULL && !check_only &&
+        sinpe_check_disjoint(&view, "x", &source, "source") < 0) {
         return -1;
     }
     if (!isfinite(c.plan.scale)) {
@@ -381,7 +395,7 @@ static int run_rope(const rope_args *a)
         return -1;
     }
     const char *positional = a->offset != NULL ? "offset" : a->axis != NULL ? "axis" : NULL;
-    if (a->positions != NULL && a->positions != Py_None && positional != NULL) {
+    if (a->positions != NULL && positional != NULL) {
         PyErr_Format(PyExc_ValueError,
                      "%s and positions are exclusive (positions give every row's position), "
                      "got %s=%R",
@@ -397,9 +411,9 @@ static int run_rope(const rope_args *a)
     c.plan.rotary_dim = r;
     c.plan.exact = exact;
     c.plan.inverse = inverse;
-    c.plan.source = a->source != NULL ? &source : NULL;
+    c.plan.source = a->source != NULL && !check_only ? &source : NULL;
     int status = sinpe_columns_arg(&c, a->n, a->layout, NULL, a->freq, r, 1, 0);
-    if (status == 0 && a->positions != NULL && a->positions != Py_None) {
+    if (status == 0 && a->positions != NULL) {
         status = sinpe_row_positions_arg(&c, a->positions, nrow, view.shape, "x.shape[:-1] =");
     } else if (status == 0) {
         const long long pos_axis = axis < 0 ? axis + view.ndim : axis;
@@ -419,7 +433,7 @@ static int run_rope(const rope_args *a)
         }
     }
     if (status == 0 && sinpe_check_angles(&c) == 0) {
-        status = sinpe_run_call(&c, &view, NULL, 0);
+        status = check_only ? 0 : sinpe_run_call(&c, &view, NULL, 0);
     } else {
         status = -1;
     }
@@ -754,7 +768,8 @@ static PyMethodDef core_methods[] = {
      "_rope_into(out, source, n=10000.0, *, offset=0, axis=-2, positions=None, "
      "layout='concatenated', freq=None, rotary_dim=None, scale=1.0, exact=False, "
      "inverse=False)\n--\n\nrope_ of source written into out; inverse: by the negated "
-     "angles (sinpe.torch.rope's backward pass)."},
+     "angles (sinpe.torch.rope's backward pass).  out None: only check the arguments "
+     "against source's shape and dtype."},
     {"_rotate_by", (PyCFunction)(void (*)(void))rotate_by, METH_VARARGS | METH_KEYWORDS,
      "_rotate_by(out, source, cos, sin, *, layout='concatenated')\n--\n\nout = source * cos "
      "+ rotate_half(source) * sin, cos and sin broadcast (sinpe.torch.apply_rotary_pos_emb)."},

@@ -190,7 +190,9 @@ static void rotate_from_tile(const plan_t *plan, const group_t *g, const rot_til
  * copy j0 .. j1 - 1, in address order: copy by copy when a copy's rows are
  * closer together than a row's copies ((B, H, L, D)); else, for each run
  * of copies along the innermost copy axis (the heads of (B, L, H, D) with
- * axis=1), position by position, the run's rows sharing one cache row. */
+ * axis=1), position by position, the run's rows sharing one cache row.  A
+ * single position (a decoding step) takes the second way: one call for the
+ * heads instead of one per head. */
 static void rotate_span(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_t i0,
                         ptrdiff_t i1, ptrdiff_t j0, ptrdiff_t j1)
 {
@@ -207,7 +209,7 @@ static void rotate_span(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_
     cursor_t oc, ic;
     cursor_seek(&g->outer, &oc, i0);
     cursor_seek(&g->inner, &ic, j0);
-    if (inner_last < 0 || abs_ptrdiff(outer_stride) <= abs_ptrdiff(inner_stride)) {
+    if (inner_last < 0 || (i1 - i0 > 1 && abs_ptrdiff(outer_stride) <= abs_ptrdiff(inner_stride))) {
         for (ptrdiff_t j = j0; j < j1; ++j, cursor_step(&g->inner, &ic)) {
             rotate_from_tile(plan, g, &t, 0, t.row_bytes, data + oc.off[0] + ic.off[0],
                              outer_stride, source != NULL ? source + oc.off[1] + ic.off[1] : NULL,
