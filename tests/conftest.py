@@ -85,6 +85,19 @@ def torch():
     return require_torch()
 
 
+def require_module(name: str):
+    """Import a package the README's test command installs (transformers, ...); skip
+    without it, but fail under ``CI=true``, as ``require_torch`` does."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and {name} cannot be imported ({exc})", pytrace=False)
+        pytest.skip(f"{name} is not installed (pip install '.[test]')", allow_module_level=True)
+
+
 def freq64(d: int, n: float) -> np.ndarray:
     """w for every column j of d (pairs share a frequency), float64, as DESIGN.md says."""
     k = np.arange(d) // 2

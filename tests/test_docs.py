@@ -23,7 +23,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from conftest import require_torch
+from conftest import require_module, require_torch
 from mktestdocs import grab_code_blocks
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,15 +82,17 @@ BLOCKS = python_blocks()
 
 
 def test_every_python_block_is_found():
-    # the README's examples: intro, torch drop-in, deployment paths, tensors, out=, plots,
-    # plots with ax=
-    assert sum(1 for p in BLOCKS if p.id.startswith("README.md")) == 7
+    # the README's examples: intro, torch drop-in, deployment paths, tensors, out=, rotary
+    # embeddings (NumPy, torch, the HF patch), plots, plots with ax=
+    assert sum(1 for p in BLOCKS if p.id.startswith("README.md")) == 10
 
 
 @pytest.mark.parametrize("block", BLOCKS)
 def test_python_block_runs(block, tmp_path, monkeypatch):
     if re.search(r"^\s*(import|from) torch\b|sinpe\.torch", block, re.M):
         require_torch()
+    if re.search(r"^\s*import .*\btransformers\b", block, re.M):
+        require_module("transformers")
     monkeypatch.chdir(tmp_path)
     import matplotlib.pyplot as plt
 

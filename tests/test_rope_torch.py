@@ -19,12 +19,9 @@
 """
 from __future__ import annotations
 
-import importlib
-import os
-
 import numpy as np
 import pytest
-from conftest import bits, require_torch
+from conftest import bits, require_module, require_torch
 
 import sinpe
 
@@ -35,14 +32,23 @@ DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 
 
 def require(module: str):
-    """Import a peer package the README's test command installs; skip without it,
-    but fail under CI=true (as conftest.require_torch does)."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and {module} cannot be imported ({exc})", pytrace=False)
-        pytest.skip(f"{module} is not installed (pip install '.[test]')")
+    """A peer package the README's test command installs (skipped without it, but
+    under CI=true); for transformers' llama module, HF's own apply_rotary_pos_emb is
+    put back first: a README example may have patched it in this process."""
+    found = require_module(module)
+    if module.endswith("modeling_llama"):
+        found.apply_rotary_pos_emb = HF_APPLY[0]
+    return found
+
+
+# HF's own function, as transformers defines it (before any patch of this session)
+HF_APPLY: list = []
+try:
+    from transformers.models.llama import modeling_llama as _llama
+
+    HF_APPLY.append(_llama.apply_rotary_pos_emb)
+except ImportError:
+    pass
 
 
 @pytest.fixture
@@ -184,6 +190,7 @@ def test_patched_llama_gives_the_same_logits_bit_for_bit(dtype, monkeypatch):
     ids = torch.randint(0, 128, (2, 23), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         want = model(ids).logits
+        assert llama.apply_rotary_pos_emb is not st.apply_rotary_pos_emb
         monkeypatch.setattr(llama, "apply_rotary_pos_emb", st.apply_rotary_pos_emb)
         got = model(ids).logits
     assert same(got, want)
