@@ -27,7 +27,7 @@ import collections
 import operator
 import sys
 import threading
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
@@ -515,7 +515,9 @@ class _Rotation:
     __slots__ = ("n", "offset", "axis", "positions", "layout", "freq", "rotary_dim", "scale",
                  "exact")
 
-    def __init__(self, n, offset, axis, positions, layout, freq, rotary_dim, scale, exact):
+    def __init__(self, n: Optional[float], offset: Optional[int], axis: Optional[int],
+                 positions: object, layout: str, freq: object, rotary_dim: Optional[int],
+                 scale: float, exact: bool) -> None:
         self.n = n
         self.offset = offset
         self.axis = axis
@@ -526,10 +528,10 @@ class _Rotation:
         self.scale = scale
         self.exact = exact
 
-    def kwargs(self) -> dict:
+    def kwargs(self) -> dict[str, Any]:
         """The keywords sinpe takes, only those given (its defaults and exclusions apply)."""
-        given = {"layout": self.layout, "rotary_dim": self.rotary_dim, "scale": self.scale,
-                 "exact": self.exact}
+        given: dict[str, Any] = {"layout": self.layout, "rotary_dim": self.rotary_dim,
+                                 "scale": self.scale, "exact": self.exact}
         if self.n is not None:
             given["n"] = self.n
         if self.freq is not None:
@@ -579,7 +581,7 @@ class _Rotation:
         ``tensor[..., :rotary_dim]``."""
         ndim = tensor.dim()
         width = tensor.shape[-1] if self.rotary_dim is None else operator.index(self.rotary_dim)
-        common: dict = {"dtype": np.float64, "layout": self.layout}
+        common: dict[str, Any] = {"dtype": np.float64, "layout": self.layout}
         if self.freq is not None:
             common["freq"] = self.freq
         elif self.n is not None:
@@ -618,7 +620,7 @@ class _Rotation:
 def _rotate_half(x: torch.Tensor, layout: str) -> torch.Tensor:
     """HF's ``rotate_half`` (concatenated) or GPT-J's ``rotate_every_two`` (interleaved)."""
     if layout == "interleaved":
-        pairs = x.unflatten(-1, (-1, 2))
+        pairs = x.reshape(*x.shape[:-1], -1, 2)
         return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -702,7 +704,7 @@ def rope_(
     if _kernel_writes(tensor):  # a decoding step's path: a few microseconds in all
         # Only the arguments given: CPython parses each keyword passed, and at
         # this size that costs as much as the rotation.
-        given = {} if offset is None else {"offset": offset}
+        given: dict[str, Any] = {} if offset is None else {"offset": offset}
         if n is not None:
             given["n"] = n
         if axis is not None:
@@ -745,7 +747,8 @@ class _Rope(torch.autograd.Function):
     (the transpose), the same kernel, itself differentiable the same way."""
 
     @staticmethod
-    def forward(ctx, tensor, rotation, inverse):  # type: ignore[override]
+    def forward(ctx: Any, tensor: torch.Tensor, rotation: _Rotation,
+                inverse: bool) -> torch.Tensor:
         ctx.rotation = rotation
         ctx.inverse = inverse
         out = torch.empty_like(tensor)
@@ -753,8 +756,10 @@ class _Rope(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
-        return _Rope.apply(grad, ctx.rotation, not ctx.inverse), None, None
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        back: torch.Tensor = _Rope.apply(  # type: ignore[no-untyped-call]
+            grad, ctx.rotation, not ctx.inverse)
+        return back, None, None
 
 
 def rope(
@@ -789,7 +794,7 @@ def rope(
     _rotation_checks(tensor, "tensor")
     rotation = _Rotation(n, offset, axis, positions, layout, freq, rotary_dim, scale, exact)
     rotation.check(tensor)
-    out: torch.Tensor = _Rope.apply(tensor, rotation, False)
+    out: torch.Tensor = _Rope.apply(tensor, rotation, False)  # type: ignore[no-untyped-call]
     return out
 
 
@@ -813,8 +818,9 @@ def _hf_by_kernel(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool
             and sin.layout == torch.strided):
         return False
     try:
-        if (torch.broadcast_shapes(x.shape, cos.shape) != x.shape
-                or torch.broadcast_shapes(x.shape, sin.shape) != x.shape):
+        broadcast = torch.broadcast_shapes
+        if (broadcast(x.shape, cos.shape) != x.shape  # type: ignore[no-untyped-call]
+                or broadcast(x.shape, sin.shape) != x.shape):  # type: ignore[no-untyped-call]
             return False
     except RuntimeError:
         return False
@@ -835,12 +841,12 @@ def _hf_forward(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.
 
 class _ApplyRotary(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, cos, sin):  # type: ignore[override]
+    def forward(ctx: Any, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         ctx.save_for_backward(x, cos, sin)
         return _hf_forward(x, cos, sin)
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Optional[torch.Tensor], ...]:
         x, cos, sin = ctx.saved_tensors
         grad_x = grad_cos = grad_sin = None
         if ctx.needs_input_grad[0]:
@@ -854,7 +860,7 @@ class _ApplyRotary(torch.autograd.Function):
 
 def _hf_rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad):
-        out: torch.Tensor = _ApplyRotary.apply(x, cos, sin)
+        out: torch.Tensor = _ApplyRotary.apply(x, cos, sin)  # type: ignore[no-untyped-call]
         return out
     return _hf_forward(x, cos, sin)
 

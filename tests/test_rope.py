@@ -138,8 +138,9 @@ CASES = {
     "scale": dict(shape=(2, 2, 9, 16), kw=dict(scale=1.0 / 3.0, offset=1)),
     "theta 5e5 near 2**20": dict(shape=(1, 2, 40, 64), kw=dict(n=500000.0, offset=2**20 - 20)),
     "near 2**24": dict(shape=(1, 1, 33, 8), kw=dict(offset=2**24 - 32)),
-    "freq (Llama 3 style)": dict(shape=(2, 2, 9, 16),
-                                 kw=dict(freq=500000.0 ** (-np.arange(0, 16, 2) / 16) / [1, 1, 2, 8, 8, 8, 8, 8])),
+    "freq (Llama 3 style)": dict(
+        shape=(2, 2, 9, 16),
+        kw=dict(freq=500000.0 ** (-np.arange(0, 16, 2) / 16) / [1, 1, 2, 8, 8, 8, 8, 8])),
     "wide head (3 frequency tiles)": dict(shape=(2, 3, 2200), kw=dict(offset=9)),
 }
 
