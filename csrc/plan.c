@@ -171,27 +171,44 @@ static int check_positions(const sinpe_plan *p, int nrow_axes)
     return (p->ints == NULL) != (p->reals == NULL) ? SINPE_OK : SINPE_ERR_INVALID;
 }
 
-/* The first and one-past-last byte a view can touch (lo == hi: none). */
-static void byte_extent(const sinpe_array *v, const char **lo, const char **hi)
+/* The bytes a view can touch, [*lo, *hi) (lo == hi: none), or -1 when
+ * they do not all lie in the address space (no array can be such a view;
+ * the products and sums are overflow-checked, as a zero-stride view can
+ * describe any number of rows). */
+static int byte_extent(const sinpe_array *v, uintptr_t *lo, uintptr_t *hi)
 {
-    const char *low = v->data, *high = v->data;
+    ptrdiff_t low = 0, high = (ptrdiff_t)sinpe_itemsize(v->dtype);
+    *lo = *hi = (uintptr_t)v->data;
     for (int i = 0; i < v->ndim; ++i) {
         if (v->shape[i] == 0) {
-            *lo = *hi = v->data;
-            return;
+            return 0;
         }
-        const ptrdiff_t reach = v->strides[i] * (v->shape[i] - 1);
+    }
+    for (int i = 0; i < v->ndim; ++i) {
+        ptrdiff_t reach;
+        if (sinpe_mul_overflow_ptrdiff(v->strides[i], v->shape[i] - 1, &reach) ||
+            (reach < 0 ? low < PTRDIFF_MIN - reach : high > PTRDIFF_MAX - reach)) {
+            return -1;
+        }
         *(reach < 0 ? &low : &high) += reach;
     }
-    *lo = low;
-    *hi = high + sinpe_itemsize(v->dtype);
+    const uintptr_t base = (uintptr_t)v->data, below = (uintptr_t)0 - (uintptr_t)low;
+    if (below > base || (uintptr_t)high > UINTPTR_MAX - base) {
+        return -1;
+    }
+    *lo = base - below;
+    *hi = base + (uintptr_t)high;
+    return 0;
 }
 
+/* Whether two views may touch a common byte (a view that cannot lie in
+ * memory counts as sharing: sinpe.h). */
 static int views_overlap(const sinpe_array *a, const sinpe_array *b)
 {
-    const char *lo0, *hi0, *lo1, *hi1;
-    byte_extent(a, &lo0, &hi0);
-    byte_extent(b, &lo1, &hi1);
+    uintptr_t lo0, hi0, lo1, hi1;
+    if (byte_extent(a, &lo0, &hi0) < 0 || byte_extent(b, &lo1, &hi1) < 0) {
+        return 1;
+    }
     return lo0 < hi0 && lo1 < hi1 && lo0 < hi1 && lo1 < hi0;
 }
 
@@ -624,7 +641,12 @@ static int cut_rotation(plan_t *plan, const sinpe_plan *p, const sinpe_array *ou
                                           : 2 * min_ptrdiff(g->outer_count, PTRDIFF_MAX / 4) +
                                                 2 * SINPE_BLOCK_ROWS;
     plan->tile_rows = count_in(floor(ROTATE_TILE_BYTES / (cache_row + stage_row)), needed);
-    plan->tile_bytes = (size_t)(plan->tile_rows + 1) * (size_t)(cache_row + stage_row);
+    /* the float64 rows start on a line of their own (the cache rows of a
+     * 16-bit type end anywhere) */
+    const size_t cache_bytes = (size_t)(plan->tile_rows + 1) * (size_t)cache_row;
+    rot->stage_at = cache_bytes + 63 - (cache_bytes + 63) % 64;
+    plan->tile_bytes = rot->stage_at + (size_t)(plan->tile_rows + 1) * (size_t)stage_row;
+    plan->tile_bytes += 63 - (plan->tile_bytes + 63) % 64; /* and each worker's tile */
     plan->tiles = malloc((size_t)plan->threads * plan->tile_bytes);
     if (plan->tiles == NULL) {
         return SINPE_ERR_NOMEM;

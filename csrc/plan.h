@@ -92,6 +92,8 @@ typedef struct {
     int interleaved;
     int staged;               /* cache rows made in float64, then scaled or negated and
                                * rounded to the tile's dtype */
+    size_t stage_at;          /* staged: where a worker's float64 rows start in its tile
+                               * (bytes; whole lines after the cache rows) */
     int inverse;
     double scale;             /* as given (sinpe_plan.scale), not rounded */
     sinpe_dtype tile_dtype;   /* the target's, or float64 (exact) */

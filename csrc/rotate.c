@@ -67,14 +67,11 @@ static void tile_layout(const plan_t *plan, const group_t *g, int worker, ptrdif
     const ptrdiff_t itemsize = (ptrdiff_t)sinpe_itemsize(plan->rot.tile_dtype);
     t->fmt = (sinpe_row_format){plan->rot.tile_dtype, 0, itemsize, 0};
     const ptrdiff_t per_freq = g->interleaved ? 4 : 2; /* elements per frequency and row */
-    const ptrdiff_t cache_row = per_freq * plan->tile_freqs * itemsize;
     t->cols = per_freq / 2 * t->count;
     t->row_bytes = 2 * t->cols * itemsize;
     t->data = plan->tiles + (size_t)worker * plan->tile_bytes;
     t->stage_row = 2 * t->cols;
-    t->stage = plan->rot.staged
-                   ? (double *)(void *)(t->data + (plan->tile_rows + 1) * cache_row)
-                   : NULL;
+    t->stage = plan->rot.staged ? (double *)(void *)(t->data + plan->rot.stage_at) : NULL;
 }
 
 /* The pair writer's targets for tile rows from `row` on: split, one table

@@ -180,7 +180,8 @@ typedef struct {
      * j < r has its own: y[j] = x[j] * cos[j] + rotate_half(x)[j] * sin[j]
      * (HF's apply_rotary_pos_emb); no frequencies or positions are read
      * (freq, ints, reals NULL), scale is 1, exact and inverse 0, and they
-     * may not share memory with out. */
+     * may not share memory with out.  (A view whose elements cannot all lie
+     * in the address space counts as sharing memory.) */
     int rotate;
     ptrdiff_t rotary_dim;
     int exact, inverse;
