@@ -63,7 +63,9 @@ def test_docstring_examples(name, tmp_path):
 
 
 def test_torch_docstring_examples(torch, tmp_path):
-    for test in doctests("sinpe.torch"):
+    tests = doctests("sinpe.torch") + doctests("sinpe._torch_rotary")  # what sinpe.torch exports
+    assert {"sinpe._torch_rotary.rope_", "sinpe._torch_rotary.rope"} <= {t.name for t in tests}
+    for test in tests:
         run_doctest(test, tmp_path)
 
 

@@ -26,6 +26,7 @@ from conftest import bits, require_module, require_torch
 import sinpe
 
 torch = require_torch()
+import sinpe._torch_rotary as rt  # noqa: E402
 import sinpe.torch as st  # noqa: E402
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
@@ -71,12 +72,12 @@ def rounded_caches(n_positions_or_positions, width, dtype, layout="concatenated"
     else:
         cos, sin = sinpe.rope(None, width, positions=n_positions_or_positions,
                               dtype=np.float64, layout=layout, **kw)
-    return (st._round_once(torch.from_numpy(cos * scale), dtype),
-            st._round_once(torch.from_numpy(sin * scale), dtype))
+    return (rt._round_once(torch.from_numpy(cos * scale), dtype),
+            rt._round_once(torch.from_numpy(sin * scale), dtype))
 
 
 def rotate_half(x, layout="concatenated"):
-    return st._rotate_half(x, layout)
+    return rt._rotate_half(x, layout)
 
 
 def test_round_once_matches_numpy():
@@ -84,11 +85,11 @@ def test_round_once_matches_numpy():
     rng = np.random.default_rng(0)
     values = rng.standard_normal(20000) * 2.0 ** rng.integers(-30, 30, 20000)
     values[:4] = [0.0, -0.0, 1 + 2**-9 + 2**-40, 1 + 2**-9]  # ties broken by the low bits
-    got = st._round_once(torch.from_numpy(values), torch.float16).numpy()
+    got = rt._round_once(torch.from_numpy(values), torch.float16).numpy()
     with np.errstate(over="ignore"):  # beyond float16: infinities, as torch gives
         want16 = values.astype(np.float16)
     assert np.array_equal(got.view(np.uint16), want16.view(np.uint16))
-    got = st._round_once(torch.from_numpy(values), torch.bfloat16).view(torch.int16).numpy()
+    got = rt._round_once(torch.from_numpy(values), torch.bfloat16).view(torch.int16).numpy()
     import test_rope
     want = test_rope.round_once(values, np.dtype(ml_dtypes.bfloat16)).view(np.int16)
     assert np.array_equal(got, want)
@@ -264,10 +265,10 @@ def contract(x, kw, inverse=False):
     out = x.clone()
     if exact or x.dtype is torch.float64:
         wide = part.double()
-        out[..., :r] = st._round_once(wide * torch.from_numpy(cos)
+        out[..., :r] = rt._round_once(wide * torch.from_numpy(cos)
                                       + rotate_half(wide, layout) * torch.from_numpy(sin), x.dtype)
     else:
-        c, s = (st._round_once(torch.from_numpy(a), x.dtype) for a in (cos, sin))
+        c, s = (rt._round_once(torch.from_numpy(a), x.dtype) for a in (cos, sin))
         out[..., :r] = part * c + rotate_half(part, layout) * s
     return out
 
