@@ -389,6 +389,89 @@ int sinpe_positions_arg(sinpe_call *c, PyObject *obj, int *ndim, npy_intp *dims)
     return 0;
 }
 
+/* "a shape does not broadcast" for the arrays named name and target_name. */
+static void broadcast_error(const char *name, int ndim, const npy_intp *dims,
+                            const char *target_name, int target_ndim, const npy_intp *target)
+{
+    PyObject *shape = PyArray_IntTupleFromIntp(ndim, dims);
+    PyObject *want = PyArray_IntTupleFromIntp(target_ndim, target);
+    if (shape != NULL && want != NULL) {
+        PyErr_Format(PyExc_ValueError, "%s has shape %R, which does not broadcast against %s %R",
+                     name, shape, target_name, want);
+    }
+    Py_XDECREF(shape);
+    Py_XDECREF(want);
+}
+
+/* NumPy's broadcasting of `shape` (ndim axes) to `target`, read-only: the
+ * byte strides of the result, or -1 (no exception) when it does not. */
+static int broadcast_to(int ndim, const npy_intp *shape, const npy_intp *strides, int target_ndim,
+                        const npy_intp *target, ptrdiff_t *out)
+{
+    if (ndim > target_ndim) {
+        return -1;
+    }
+    for (int i = 0; i < target_ndim; ++i) {
+        const int k = i - (target_ndim - ndim);
+        if (k < 0 || (shape[k] == 1 && target[i] != 1)) {
+            out[i] = 0;
+        } else if (shape[k] == target[i]) {
+            out[i] = strides[k];
+        } else {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int sinpe_row_positions_arg(sinpe_call *c, PyObject *obj, int nrow, const npy_intp *rows,
+                            const char *rows_name)
+{
+    int ndim;
+    npy_intp dims[SINPE_MAX_DIMS];
+    ptrdiff_t strides[SINPE_MAX_DIMS];
+    if (sinpe_positions_arg(c, obj, &ndim, dims) < 0) {
+        return -1;
+    }
+    if (ndim == nrow && PyArray_CompareLists(dims, rows, nrow)) {
+        return 0;
+    }
+    if (broadcast_to(ndim, dims, PyArray_STRIDES(c->positions), nrow, rows, strides) < 0) {
+        broadcast_error("positions", ndim, dims, rows_name, nrow, rows);
+        return -1;
+    }
+    /* One position per row (the snapshot broadcast and copied): the plan
+     * then reuses each position's rows across the broadcast axes as it does
+     * across the batch.  8 bytes a row, beside rows of d elements. */
+    PyArray_Descr *descr = PyArray_DESCR(c->positions);
+    Py_INCREF(descr);
+    PyObject *view = PyArray_NewFromDescr(&PyArray_Type, descr, nrow, (npy_intp *)rows,
+                                          (npy_intp *)strides, PyArray_DATA(c->positions), 0,
+                                          NULL); /* steals descr */
+    Py_INCREF(c->positions);
+    if (view == NULL || PyArray_SetBaseObject((PyArrayObject *)view,
+                                              (PyObject *)c->positions) < 0) { /* steals it */
+        Py_XDECREF(view);
+        if (view == NULL) {
+            Py_DECREF(c->positions);
+        }
+        return -1;
+    }
+    PyArrayObject *copy = (PyArrayObject *)PyArray_NewCopy((PyArrayObject *)view, NPY_CORDER);
+    Py_DECREF(view);
+    if (copy == NULL) {
+        return -1;
+    }
+    Py_DECREF(c->positions);
+    c->positions = copy;
+    if (c->plan.ints != NULL) {
+        c->plan.ints = PyArray_DATA(copy);
+    } else {
+        c->plan.reals = PyArray_DATA(copy);
+    }
+    return 0;
+}
+
 int sinpe_padding_arg(sinpe_call *c, PyObject *obj, int ndim, const npy_intp *dims,
                       const char *expected_name)
 {
@@ -612,6 +695,44 @@ int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_target *target)
     return status;
 }
 
+int sinpe_readable_arg(PyObject *obj, const char *name, sinpe_target *target)
+{
+    if (!PyArray_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a numpy.ndarray, not %.200s", name,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    PyArrayObject *array = (PyArrayObject *)obj;
+    /* Everything read from one descriptor, held: setting .dtype replaces it */
+    PyArray_Descr *descr = PyArray_DESCR(array);
+    Py_INCREF(descr);
+    sinpe_dtype code;
+    int status = -1;
+    if (dtype_code(descr, &code, &target->torch_scalar) < 0) {
+        PyErr_Format(PyExc_TypeError, "%s has dtype %R; sinpe reads only %s", name,
+                     (PyObject *)descr, supported_dtypes);
+    } else if (PyArray_NDIM(array) > SINPE_MAX_DIMS) { /* NumPy's own limit: cannot happen */
+        PyErr_Format(PyExc_ValueError, "%s has %d axes; at most %d are supported", name,
+                     PyArray_NDIM(array), SINPE_MAX_DIMS);
+    } else {
+        fill_target(target, PyArray_BYTES(array), code, descr, PyArray_NDIM(array),
+                    PyArray_DIMS(array), PyArray_STRIDES(array));
+        status = 0;
+    }
+    Py_DECREF(descr);
+    return status;
+}
+
+int sinpe_broadcast_strides(const sinpe_array *view, const char *name, int ndim,
+                            const npy_intp *dims, const char *target_name, ptrdiff_t *strides)
+{
+    if (broadcast_to(view->ndim, view->shape, view->strides, ndim, dims, strides) < 0) {
+        broadcast_error(name, view->ndim, view->shape, target_name, ndim, dims);
+        return -1;
+    }
+    return 0;
+}
+
 /* The expected shape for a message: `expected`, or the tuple of dims. */
 int sinpe_tensor_arg(PyObject *address_obj, PyObject *shape_obj, PyObject *strides_obj,
                      PyObject *dtype_obj, const char *name, sinpe_target *target)
@@ -765,7 +886,7 @@ int sinpe_check_disjoint(const sinpe_array *a, const char *a_name, const sinpe_a
     byte_extent(b, &lo1, &hi1);
     if (lo0 < hi0 && lo1 < hi1 && lo0 < hi1 && lo1 < hi0) {
         PyErr_Format(PyExc_ValueError,
-                     "%s and %s share memory; the two outputs must be separate arrays", a_name,
+                     "%s and %s share memory; they must be separate arrays", a_name,
                      b_name);
         return -1;
     }

@@ -80,6 +80,11 @@ int sinpe_range_arg(sinpe_call *c, int axis, long long offset, Py_ssize_t rows,
                     const char *rows_name);
 /* positions= (a snapshot of int64 or float64); *ndim, dims: its shape. */
 int sinpe_positions_arg(sinpe_call *c, PyObject *obj, int *ndim, npy_intp *dims);
+/* positions= of add_ and rope_: any shape that broadcasts against the rows
+ * nrow/rows (NumPy's rule), snapshotted as one position per row.
+ * rows_name names the rows' shape in messages ("x.shape[:-1] ="). */
+int sinpe_row_positions_arg(sinpe_call *c, PyObject *obj, int nrow, const npy_intp *rows,
+                            const char *rows_name);
 /* padding= (a snapshot of bools) of exactly ndim/dims. */
 int sinpe_padding_arg(sinpe_call *c, PyObject *obj, int ndim, const npy_intp *dims,
                       const char *expected_name);
@@ -98,6 +103,15 @@ int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_target *target);
  * like an array: no two elements sharing memory.  torch's scalar rule. */
 int sinpe_tensor_arg(PyObject *address_obj, PyObject *shape_obj, PyObject *strides_obj,
                      PyObject *dtype_obj, const char *name, sinpe_target *target);
+/* An array sinpe only reads (a rotation's source and given caches): a
+ * supported dtype, any strides; fills the target (shape and strides copied,
+ * as sinpe_writable_arg's). */
+int sinpe_readable_arg(PyObject *obj, const char *name, sinpe_target *target);
+/* view's strides broadcast to the shape ndim/dims (NumPy's rule: length-1
+ * and missing leading axes get stride 0) into strides; a ValueError naming
+ * name and target_name when they do not broadcast. */
+int sinpe_broadcast_strides(const sinpe_array *view, const char *name, int ndim,
+                            const npy_intp *dims, const char *target_name, ptrdiff_t *strides);
 /* out= of shape ndim/dims (a new reference to it), or a new array of dtype=
  * (default float32).  expected: the shape as messages should name it (e.g.
  * "(L=5, d=4)"), or NULL for the tuple.  *fresh: the array is new. */

@@ -111,6 +111,27 @@ static inline double sinpe_add_elem(sinpe_dtype dtype, double x, const double *t
     return t != NULL ? sinpe_round_small(dtype, scaled + (float)*t) : (double)scaled;
 }
 
+/* One output of a rotation, y = x * c + w * s with w = -x's partner (the
+ * pair's first element) or the partner itself (its second), from values of
+ * dtype x, w and cache values c, s: exact or float64, in double (storing it
+ * rounds once); otherwise in the arithmetic of dtype, as NumPy and torch
+ * compute x * C + rotate_half(x) * S with C, S of dtype: float32 in float,
+ * the 16-bit types each product and the sum in float32 rounded to the type.
+ * The rotation loops (loops.h) must match this bit for bit. */
+static inline double sinpe_rotate_elem(sinpe_dtype dtype, int exact, double x, double w, double c,
+                                       double s)
+{
+    if (exact || dtype == SINPE_FLOAT64) {
+        return x * c + w * s;
+    }
+    if (dtype == SINPE_FLOAT32) {
+        return (double)((float)x * (float)c + (float)w * (float)s);
+    }
+    const float p = (float)sinpe_round_small(dtype, (float)x * (float)c);
+    const float q = (float)sinpe_round_small(dtype, (float)w * (float)s);
+    return sinpe_round_small(dtype, p + q);
+}
+
 /* The shape of a view the kernels can walk: 1 .. SINPE_MAX_DIMS axes, no
  * negative length, a known dtype.  SINPE_OK or SINPE_ERR_INVALID. */
 static inline int sinpe_check_view(const sinpe_array *a)

@@ -53,6 +53,19 @@ typedef void (*sinpe_add_loop)(char *dst, ptrdiff_t dst_stride, const char *src,
                                ptrdiff_t src_stride, ptrdiff_t rows, ptrdiff_t count,
                                double scale);
 
+/* Rotations (rows.h's sinpe_rotate_rows) of `rows` rows of n pairs, native
+ * contiguous elements: pair j of a row is columns (j, x_second + j) split,
+ * or (2j, 2j + 1) interleaved, and its cosines and sines are the same
+ * columns of the cos and sin rows (c_second for split ones):
+ *     y[a] = x[a] * cos[a] + (-x[b]) * sin[a],  y[b] = x[b] * cos[b] + x[a] * sin[b]
+ * src NULL: in place in dst; else from src (no shared memory with dst).
+ * The caches are of the element type (rotate: each operation in the
+ * element arithmetic) or double (rotate_exact: in double, rounded once). */
+typedef void (*sinpe_rotate_loop)(ptrdiff_t rows, ptrdiff_t n, char *dst, ptrdiff_t dst_stride,
+                                  const char *src, ptrdiff_t src_stride, const char *cos,
+                                  ptrdiff_t cos_stride, const char *sin, ptrdiff_t sin_stride,
+                                  ptrdiff_t x_second, ptrdiff_t c_second);
+
 /* sin_out[k], cos_out[k] = sin, cos of position * freq[k], k < count:
  * the anchors of a block, and the step rows (position = the row). */
 typedef void (*sinpe_sincos_loop)(const double *freq, double position, ptrdiff_t count,
@@ -74,6 +87,7 @@ typedef struct {
     sinpe_table_loop table[4][2], table2[4][2];
     sinpe_rope_loop rope[4][2];
     sinpe_add_loop add[4]; /* [dtype] */
+    sinpe_rotate_loop rotate[4][2], rotate_exact[4][2]; /* [dtype][interleaved] */
     sinpe_sincos_loop sincos;
     sinpe_powers_loop powers;
     sinpe_stream_loop stream;

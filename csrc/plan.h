@@ -26,7 +26,10 @@
  *    axes after it.  Into plain rows, each group makes the rows of the
  *    band's positions once into a tile and the band's rows are copied
  *    together from the tiles in address order (assembled); otherwise each
- *    group writes its columns while the band is in the caches.
+ *    group writes its columns while the band is in the caches;
+ *  - rows (rotations by given caches): a run of C-order rows.
+ * Rotations by their own caches use spans (range positions) and windows
+ * (explicit ones), as adds do.
  */
 #ifndef SINPE_PLAN_H
 #define SINPE_PLAN_H
@@ -44,7 +47,7 @@
 #define SINPE_TILE_FREQS 512
 
 enum { KIND_TABLE, KIND_COS, KIND_SIN }; /* what a target receives */
-enum { CUT_SPANS, CUT_WINDOWS, CUT_BANDS };
+enum { CUT_SPANS, CUT_WINDOWS, CUT_BANDS, CUT_ROWS };
 
 typedef struct {
     char *data;
@@ -56,6 +59,7 @@ typedef struct {
  * in the C order of all row axes (the index of positions and padding). */
 typedef struct {
     int naxes;
+    ptrdiff_t rows;
     ptrdiff_t shape[SINPE_MAX_DIMS];
     ptrdiff_t bstride[2][SINPE_MAX_DIMS];
     ptrdiff_t cstride[SINPE_MAX_DIMS];
@@ -81,6 +85,30 @@ typedef struct {
     uint32_t residues;           /* the step rows the group needs */
     size_t tile_at;              /* assembled bands: its rows in a worker's tile (bytes) */
 } group_t;
+
+/* A rotation (sinpe.h's rotate; rotate.c runs it): what it reads besides
+ * the target and how its caches are made. */
+typedef struct {
+    ptrdiff_t dim;            /* the rotary columns r: pairs (k, k + r/2) or (2k, 2k + 1) */
+    int interleaved;
+    int staged;               /* cache rows made in float64, then scaled or negated and
+                               * rounded to the tile's dtype */
+    size_t stage_at;          /* staged: where a worker's float64 rows start in its tile
+                               * (bytes; whole lines after the cache rows) */
+    int inverse;
+    double scale;             /* as given (sinpe_plan.scale), not rounded */
+    sinpe_dtype tile_dtype;   /* the target's, or float64 (exact) */
+    char *source;             /* NULL: in place; its byte strides are the axes' bstride[1] */
+    sinpe_row_format source_fmt;
+    /* given caches (CUT_ROWS): every row axis of the target, with the byte
+     * strides of the target, the source (or the target) and the caches */
+    const char *cos, *sin;
+    sinpe_row_format cos_fmt, sin_fmt;
+    int naxes;
+    ptrdiff_t rows;
+    ptrdiff_t shape[SINPE_MAX_DIMS];
+    ptrdiff_t bstride[4][SINPE_MAX_DIMS];
+} rotation_t;
 
 typedef struct {
     int ntargets;
@@ -126,10 +154,17 @@ typedef struct {
     ptrdiff_t *built;             /* wide tables: group * ntiles + tile whose steps a
                                    * worker holds, -1 none */
     void *snapshot;               /* copies of positions and padding (owned) */
+
+    int rotating;                 /* the target is rotated (rotate.c), on spans, windows or
+                                   * rows (given caches) */
+    rotation_t rot;
 } plan_t;
 
 /* Runs chunk `chunk` of the plan on worker `worker` (sinpe_chunk_fn). */
 void sinpe_plan_chunk(void *plan, ptrdiff_t chunk, int worker);
+
+/* Runs chunk `chunk` of a rotating plan on worker `worker` (rotate.c). */
+void sinpe_rotate_chunk(const plan_t *plan, ptrdiff_t chunk, int worker);
 
 /* Doubles of per-worker scratch run.c needs for the plan's tiles. */
 size_t sinpe_plan_scratch_doubles(const plan_t *plan);

@@ -2,7 +2,7 @@
  * Row writers (see rows.h).  Native-order contiguous rows of every dtype,
  * the case that must run at memory speed, go to the hot loops of the SIMD
  * level in use (kernels.h, loops.h): fused with the value expression and
- * the rounding to the dtype (stores), or NumPy's own loop (adds).  Everything else (swapped bytes,
+ * the rounding to the dtype (stores), or NumPy's own loop (adds, rotations).  Everything else (swapped bytes,
  * any stride, unaligned data) goes element by element through memcpy,
  * which is slower but exact and free of alignment UB.
  */
@@ -230,6 +230,84 @@ void sinpe_add_rows(const sinpe_row_format *fmt, char *dst, ptrdiff_t dst_stride
             const double x = sinpe_load_elem(elem, dtype, fmt->swapped);
             sinpe_store_elem(elem, dtype, fmt->swapped,
                              sinpe_add_elem(dtype, x, src != NULL ? &t : NULL, scale));
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Rotations. */
+
+/* Element by element through memcpy: any dtype, byte order, stride. */
+static void rotate_row_elements(const sinpe_rotation *r, char *dst, const char *src,
+                                const char *cos, const char *sin)
+{
+    const sinpe_row_format *x_fmt = src != NULL ? r->src : r->dst;
+    const char *x = src != NULL ? src : dst;
+    const sinpe_dtype dtype = r->dst->dtype;
+    const int exact = r->cos->dtype != dtype;
+    for (ptrdiff_t j = 0; j < r->count; ++j) {
+        const ptrdiff_t a = r->interleaved ? 2 * j : j, b = r->interleaved ? 2 * j + 1 : r->x_second + j;
+        const ptrdiff_t ca = a, cb = r->interleaved ? b : r->c_second + j;
+        const double xa = sinpe_load_elem(x + a * x_fmt->col_stride, dtype, x_fmt->swapped);
+        const double xb = sinpe_load_elem(x + b * x_fmt->col_stride, dtype, x_fmt->swapped);
+        const double cos_a = sinpe_load_elem(cos + ca * r->cos->col_stride, r->cos->dtype, r->cos->swapped);
+        const double cos_b = sinpe_load_elem(cos + cb * r->cos->col_stride, r->cos->dtype, r->cos->swapped);
+        const double sin_a = sinpe_load_elem(sin + ca * r->sin->col_stride, r->sin->dtype, r->sin->swapped);
+        const double sin_b = sinpe_load_elem(sin + cb * r->sin->col_stride, r->sin->dtype, r->sin->swapped);
+        sinpe_store_elem(dst + a * r->dst->col_stride, dtype, r->dst->swapped,
+                         sinpe_rotate_elem(dtype, exact, xa, -xb, cos_a, sin_a));
+        sinpe_store_elem(dst + b * r->dst->col_stride, dtype, r->dst->swapped,
+                         sinpe_rotate_elem(dtype, exact, xb, xa, cos_b, sin_b));
+    }
+}
+
+void sinpe_rotate_rows(const sinpe_rotation *r, char *dst, ptrdiff_t dst_stride, const char *src,
+                       ptrdiff_t src_stride, const char *cos, ptrdiff_t cos_stride,
+                       const char *sin, ptrdiff_t sin_stride, ptrdiff_t rows)
+{
+    const sinpe_dtype dtype = r->dst->dtype;
+    const size_t itemsize = sinpe_itemsize(dtype), cache_size = sinpe_itemsize(r->cos->dtype);
+    if (is_plain(r->dst, dst, dst_stride, itemsize) &&
+        (src == NULL || is_plain(r->src, src, src_stride, itemsize)) &&
+        r->sin->dtype == r->cos->dtype && is_plain(r->cos, cos, cos_stride, cache_size) &&
+        is_plain(r->sin, sin, sin_stride, cache_size)) {
+        const sinpe_kernels *k = sinpe_kernels_active();
+        const sinpe_rotate_loop loop = r->cos->dtype == dtype ? k->rotate[dtype][r->interleaved]
+                                                              : k->rotate_exact[dtype][r->interleaved];
+        loop(rows, r->count, dst, dst_stride, src, src_stride, cos, cos_stride, sin, sin_stride,
+             r->x_second, r->c_second);
+        return;
+    }
+    for (ptrdiff_t i = 0; i < rows; ++i) {
+        rotate_row_elements(r, dst + i * dst_stride, src != NULL ? src + i * src_stride : NULL,
+                            cos + i * cos_stride, sin + i * sin_stride);
+    }
+}
+
+void sinpe_copy_rows(const sinpe_row_format *dst_fmt, char *dst, ptrdiff_t dst_stride,
+                     const sinpe_row_format *src_fmt, const char *src, ptrdiff_t src_stride,
+                     ptrdiff_t rows, ptrdiff_t count)
+{
+    const size_t itemsize = sinpe_itemsize(dst_fmt->dtype);
+    const int swap = dst_fmt->swapped != src_fmt->swapped;
+    const int runs = !swap && dst_fmt->col_stride == (ptrdiff_t)itemsize &&
+                     src_fmt->col_stride == (ptrdiff_t)itemsize;
+    for (ptrdiff_t i = 0; i < rows; ++i) {
+        char *to = dst + i * dst_stride;
+        const char *from = src + i * src_stride;
+        if (runs) {
+            memcpy(to, from, (size_t)count * itemsize);
+            continue;
+        }
+        for (ptrdiff_t j = 0; j < count; ++j) {
+            unsigned char bytes[8];
+            memcpy(bytes, from + j * src_fmt->col_stride, itemsize);
+            for (size_t b = 0; swap && b < itemsize / 2; ++b) {
+                const unsigned char t = bytes[b];
+                bytes[b] = bytes[itemsize - 1 - b];
+                bytes[itemsize - 1 - b] = t;
+            }
+            memcpy(to + j * dst_fmt->col_stride, bytes, itemsize);
         }
     }
 }

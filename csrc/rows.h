@@ -73,4 +73,31 @@ void sinpe_store_values(const sinpe_row_format *fmt, char *dst, const double *v,
 void sinpe_add_rows(const sinpe_row_format *fmt, char *dst, ptrdiff_t dst_stride, const char *src,
                     ptrdiff_t src_stride, ptrdiff_t rows, ptrdiff_t count, double scale);
 
+/* A rotation's rows (sinpe.h's rotate): x's rows (dst, in place, or read
+ * from src), and their cos and sin cache rows, of x's dtype (each operation
+ * in x's arithmetic) or float64 (exact: in double, rounded once).  Pair j
+ * of `count` is columns (j, x_second + j) of x and (j, c_second + j) of the
+ * caches when split, (2j, 2j + 1) of both when interleaved:
+ *     y[a] = x[a] * cos[a] + (-x[b]) * sin[a],  y[b] = x[b] * cos[b] + x[a] * sin[b] */
+typedef struct {
+    const sinpe_row_format *dst, *src; /* src NULL: in place */
+    const sinpe_row_format *cos, *sin;
+    int interleaved;
+    ptrdiff_t count, x_second, c_second;
+} sinpe_rotation;
+
+/* `rows` rows: x rows at dst + i * dst_stride (src + i * src_stride), cache
+ * rows at cos + i * cos_stride and sin + i * sin_stride (stride 0: one row
+ * for all).  The fast loops when every row is plain, else element by
+ * element (sinpe_rotate_elem). */
+void sinpe_rotate_rows(const sinpe_rotation *r, char *dst, ptrdiff_t dst_stride, const char *src,
+                       ptrdiff_t src_stride, const char *cos, ptrdiff_t cos_stride,
+                       const char *sin, ptrdiff_t sin_stride, ptrdiff_t rows);
+
+/* `rows` rows of `count` elements copied bit for bit (byte order as each
+ * format says): the columns an out-of-place rotation does not rotate. */
+void sinpe_copy_rows(const sinpe_row_format *dst_fmt, char *dst, ptrdiff_t dst_stride,
+                     const sinpe_row_format *src_fmt, const char *src, ptrdiff_t src_stride,
+                     ptrdiff_t rows, ptrdiff_t count);
+
 #endif /* SINPE_ROWS_H */

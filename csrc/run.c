@@ -33,6 +33,7 @@
 #include "elements.h"
 #include "plan.h"
 #include "sincos.h"
+#include "walk.h"
 
 #include <math.h>
 #include <string.h>
@@ -50,29 +51,7 @@ static ptrdiff_t abs_ptrdiff(ptrdiff_t a)
 static const double zero_value = 0.0;
 
 /* ------------------------------------------------------------------ */
-/* Scratch, anchors and columns. */
-
-typedef struct {
-    double *sin, *cos;   /* [2 * tile_freqs]: anchors (of two blocks), or a
-                          * non-integral row's values */
-    const double *s0, *c0; /* the anchors anchor() gave: sin, cos, or the
-                            * table's kept ones (sinpe_anchors_hold) */
-    double *tmp;         /* [4 * tile_freqs]: the row writers' scratch */
-    double *step_buffer; /* a wide table's step rows */
-} scratch_t;
-
-static scratch_t scratch_of(const plan_t *plan, int worker)
-{
-    const ptrdiff_t f = plan->tile_freqs;
-    double *p = plan->scratch + (size_t)worker * plan->scratch_doubles;
-    scratch_t s;
-    s.sin = p, p += 2 * f;
-    s.cos = p, p += 2 * f;
-    s.s0 = s.sin, s.c0 = s.cos;
-    s.tmp = p, p += 4 * f;
-    s.step_buffer = p;
-    return s;
-}
+/* Scratch and columns (the helpers run.c shares with rotate.c are walk.h's). */
 
 size_t sinpe_plan_scratch_doubles(const plan_t *plan)
 {
@@ -82,28 +61,6 @@ size_t sinpe_plan_scratch_doubles(const plan_t *plan)
     }
     const size_t f = (size_t)plan->tile_freqs;
     return 8 * f + (wide ? 2 * SINPE_BLOCK_ROWS * f : 0) + 1;
-}
-
-/* The anchors of tile [k0, k1) for an integer position's block start p0, or
- * for a non-integral position x itself (then they are its values), at
- * s->s0 and s->c0: the table's kept anchors of p0 when the plan holds them,
- * else computed into s->sin and s->cos. */
-static void anchor(const plan_t *plan, const group_t *g, scratch_t *s, ptrdiff_t k0, ptrdiff_t k1,
-                   int is_int, int64_t p0, double x)
-{
-    const sinpe_anchors *kept = plan->anchors;
-    if (is_int && kept != NULL && kept->p0 == p0 && g->table == plan->groups[0].table) {
-        s->s0 = kept->sin + k0, s->c0 = kept->cos + k0;
-        return;
-    }
-    s->s0 = s->sin, s->c0 = s->cos;
-    if (is_int) {
-        sinpe_anchor_sincos(g->table, p0, k0, k1, s->sin, s->cos);
-        return;
-    }
-    for (ptrdiff_t k = k0; k < k1; ++k) { /* the angle's own sincos, one rounding */
-        sinpe_sincos(x * g->table->freq[k], &s->sin[k - k0], &s->cos[k - k0]);
-    }
 }
 
 /* The columns a target of `kind` receives from tile [k0, k1) of group g. */
@@ -132,79 +89,6 @@ static ptrdiff_t unused_columns(const group_t *g, ptrdiff_t *count)
                                           : m + min_ptrdiff(m, g->width - m);
     *count = g->width - used;
     return g->col + used;
-}
-
-/* The step rows of tile [k0, k1) of group g: a view into the table, or for a
- * wide table built into the worker's buffer (tile-major chunk order: a
- * worker rebuilds them only when its group or tile changes). */
-static sinpe_steps steps_of(const plan_t *plan, const group_t *g, int worker, ptrdiff_t tile,
-                            ptrdiff_t k0, ptrdiff_t k1, double *buffer)
-{
-    sinpe_steps steps = {NULL, NULL, 0};
-    if (g->table == NULL) {
-        return steps;
-    }
-    const ptrdiff_t key = tile * plan->ngroups + (g - plan->groups);
-    const uint32_t residues = plan->built[worker] != key ? g->residues : 0;
-    plan->built[worker] = key;
-    return sinpe_steps_for(g->table, k0, k1, residues, buffer);
-}
-
-/* ------------------------------------------------------------------ */
-/* Cursors over row axes. */
-
-static void cursor_seek(const axes_t *ax, cursor_t *c, ptrdiff_t flat)
-{
-    c->off[0] = c->off[1] = 0;
-    c->flat = 0;
-    for (int i = ax->naxes - 1; i >= 0; --i) {
-        c->index[i] = flat % ax->shape[i];
-        flat /= ax->shape[i];
-        c->off[0] += c->index[i] * ax->bstride[0][i];
-        c->off[1] += c->index[i] * ax->bstride[1][i];
-        c->flat += c->index[i] * ax->cstride[i];
-    }
-}
-
-static void cursor_step(const axes_t *ax, cursor_t *c)
-{
-    for (int i = ax->naxes - 1; i >= 0; --i) {
-        c->off[0] += ax->bstride[0][i];
-        c->off[1] += ax->bstride[1][i];
-        c->flat += ax->cstride[i];
-        if (++c->index[i] < ax->shape[i]) {
-            return;
-        }
-        c->off[0] -= ax->bstride[0][i] * ax->shape[i];
-        c->off[1] -= ax->bstride[1][i] * ax->shape[i];
-        c->flat -= ax->cstride[i] * ax->shape[i];
-        c->index[i] = 0;
-    }
-}
-
-static void cursor_advance(const axes_t *ax, cursor_t *c, ptrdiff_t steps)
-{
-    for (ptrdiff_t q = 0; q < steps; ++q) {
-        cursor_step(ax, c);
-    }
-}
-
-/* The position of outer row i of group g: *p for an integer (or integral
- * float) position, else *x; returns 1 for an integer. */
-static int position_of(const plan_t *plan, const group_t *g, ptrdiff_t i, int64_t *p, double *x)
-{
-    *x = 0.0;
-    if (g->axis >= 0) {
-        *p = g->offset + i;
-        return 1;
-    }
-    if (plan->ints != NULL) {
-        *p = plan->ints[i];
-        return 1;
-    }
-    *x = plan->reals[i];
-    *p = (int64_t)*x; /* |x| <= 2**24: defined */
-    return *x == (double)*p; /* integral: the integer path, bits of the table */
 }
 
 /* ------------------------------------------------------------------ */
@@ -716,6 +600,10 @@ static void assemble_band(const plan_t *plan, int worker, ptrdiff_t band)
 void sinpe_plan_chunk(void *context, ptrdiff_t chunk, int worker)
 {
     const plan_t *plan = context;
+    if (plan->rotating) { /* rotate.c */
+        sinpe_rotate_chunk(plan, chunk, worker);
+        return;
+    }
     if (plan->cut == CUT_BANDS && plan->assemble) {
         assemble_band(plan, worker, chunk);
         return;

@@ -154,14 +154,46 @@ typedef struct {
     double scale;
 
     unsigned flags;          /* SINPE_FRESH_OUTPUT | SINPE_PRIVATE_INPUTS */
-    sinpe_cancel_fn cancel;  /* stores only: adds are all or nothing */
+    sinpe_cancel_fn cancel;  /* stores only: adds and rotations are all or nothing */
     void *cancel_context;
+
+    /* rotate (RoPE applied, not with add, rope, a grid or padding): out's
+     * first r = rotary_dim columns (0: all d; even, 2 <= r <= d) are rotated
+     * pair by pair, the rest keep their bits.  Pair k is the columns
+     * (a, b) = (k, k + r/2) with SINPE_CONCATENATED (HF's rotate_half) or
+     * (2k, 2k + 1) with SINPE_INTERLEAVED, and with C, S the cosine and sine
+     * of p * w_k (the row's position p, as above; the frequencies of width r:
+     * freq with r / 2 entries, or SINPE_PAPER with base n) times scale (used
+     * as given, finite; S negated when `inverse` is set: the transpose, which
+     * is the backward pass):
+     *     y[a] = x[a] * C + (-x[b]) * S        y[b] = x[b] * C + x[a] * S
+     * exact = 0: C and S rounded once from double to out's dtype, and each
+     * operation in out's arithmetic (float16/bfloat16: in float32, rounded
+     * to the type), so y is NumPy's x * C + rotate_half(x) * S bit for bit;
+     * exact != 0: the two products and the sum in double from x's values,
+     * rounded once to out's dtype.
+     * source: NULL (in place), or a view of out's shape and dtype (any byte
+     * order) that is read and whose rotation is written into out (its
+     * columns from r on copied); it may not share memory with out.
+     * cos_cache, sin_cache: both NULL, or the caches themselves, views of
+     * out's shape and dtype (zero strides broadcast), and then every column
+     * j < r has its own: y[j] = x[j] * cos[j] + rotate_half(x)[j] * sin[j]
+     * (HF's apply_rotary_pos_emb); no frequencies or positions are read
+     * (freq, ints, reals NULL), scale is 1, exact and inverse 0, and they
+     * may not share memory with out.  (A view whose elements cannot all lie
+     * in the address space counts as sharing memory.) */
+    int rotate;
+    ptrdiff_t rotary_dim;
+    int exact, inverse;
+    const sinpe_array *source;
+    const sinpe_array *cos_cache, *sin_cache;
 } sinpe_plan;
 
 static inline sinpe_plan sinpe_plan_default(void)
 {
     sinpe_plan plan = {10000.0, SINPE_PAPER, NULL, 0, SINPE_INTERLEAVED, 0, 0, 0, NULL, NULL,
-                       NULL, NULL, NULL, 0, 1.0, 0, NULL, NULL};
+                       NULL, NULL, NULL, 0, 1.0, 0, NULL, NULL,
+                       0, 0, 0, 0, NULL, NULL, NULL};
     return plan;
 }
 

@@ -10,7 +10,11 @@
  *  - identities: a shard of rows at shifted or explicit positions, in
  *    another layout, with the schedule's frequencies as an explicit array;
  *    RoPE caches against the table; a grid's chunk against the 1-D table
- *    of its axis;
+ *    of its axis; a rotation again in place in a dense copy (out of place
+ *    against in place);
+ *  - rotations: every element against this file's arithmetic on the
+ *    elements from before the call and the RoPE caches of the same plan
+ *    (a float64 companion, itself checked against libm), bit for bit;
  *  - the aliasing twin: the same call with every input in private memory.
  */
 #ifndef SINPE_FUZZ_CHECKS_H
@@ -24,6 +28,7 @@ static struct {
     long bounded;   /* elements within the bound of the libm reference */
     long rounded;   /* elements that are the rounding of the float64 companion's */
     long added;     /* add elements equal to this file's arithmetic, bit for bit */
+    long rotated;   /* rotated (or kept) elements equal to this file's arithmetic */
     long identical; /* elements bit-identical in identity calls */
     long aliased, aliased_over, aliased_invalid; /* calls with inputs inside an output's buffer */
 } stats;
@@ -423,6 +428,147 @@ static void identity_grid(const call_t *c, reader *r, const result_t *s)
 }
 
 /* ------------------------------------------------------------------ */
+/* Rotations. */
+
+/* The RoPE caches of a rotation's own plan (its positions and frequencies,
+ * width r) into dense float64 arrays of out's rows and r columns, on another
+ * thread count; each value checked against libm.  SINPE_OK or
+ * SINPE_ERR_NOMEM (nothing to check). */
+static int rotation_caches(const call_t *c, reader *r, dense_t out[2])
+{
+    sinpe_plan p = private_plan(c);
+    const ptrdiff_t width = rotary_width(c);
+    p.rotate = 0, p.rotary_dim = 0, p.exact = 0, p.inverse = 0, p.scale = 1.0;
+    p.source = NULL;
+    p.rope = 1;
+    p.flags = below(r, 2) ? SINPE_FRESH_OUTPUT : 0u;
+    ptrdiff_t shape[MAX_AXES];
+    memcpy(shape, c->tg[0].lay.shape, sizeof shape);
+    shape[c->nrow] = width;
+    for (int t = 0; t < 2; ++t) dense_alloc(&out[t], c->tg[0].lay.ndim, shape, SINPE_FLOAT64, 0);
+    set_threads(r);
+    const int status = sinpe_run(&p, &out[0].view, &out[1].view);
+    if (status != SINPE_OK && status != SINPE_ERR_NOMEM) fail("rotation caches: RoPE store returned %d", status);
+    if (status != SINPE_OK) {
+        for (int t = 0; t < 2; ++t) free(out[t].data);
+        return status;
+    }
+    const ptrdiff_t step = sample_stride(c->rows * width);
+    ptrdiff_t index[MAX_AXES];
+    for (ptrdiff_t e = 0; e < c->rows * width; e += step) {
+        const ptrdiff_t f = e / width, j = e % width, k = c->plan.layout == SINPE_INTERLEAVED ? j / 2 : j % (width / 2);
+        row_index(c, f, index);
+        const double x = position_of(c, f, index, 0), w = c->w[0][k], err = value_error(x, w);
+        const double v[2] = {load(dense_at(&out[0], f, j), SINPE_FLOAT64, 0), load(dense_at(&out[1], f, j), SINPE_FLOAT64, 0)};
+        const double want[2] = {cos(x * w), sin(x * w)};
+        for (int t = 0; t < 2; ++t) {
+            ++stats.bounded;
+            if (!(fabs(v[t] - want[t]) <= err)) {
+                fail("rotation caches: row %td (position %.17g) column %td, %s: %.17g, libm %.17g", f, x, j,
+                     t == 0 ? "cos" : "sin", v[t], want[t]);
+            }
+        }
+    }
+    return SINPE_OK;
+}
+
+/* The element at row f, column j of x as the rotation read it: the source,
+ * or out's bytes from before the call. */
+static double rotation_input(const call_t *c, ptrdiff_t f, ptrdiff_t j)
+{
+    const int t = c->plan.source != NULL ? 1 : 0;
+    const target *tg = &c->tg[t];
+    const char *at = element(c, t, f, j) - tg->buffer + tg->before;
+    return load(at, tg->dtype, tg->swapped);
+}
+
+/* Every element (sampled when big) of a rotation: columns past r hold the
+ * input's bits; each rotated one this file's arithmetic (rotate_reference)
+ * on the inputs and the caches: the given ones, or the companion's doubles
+ * times scale (the sines negated for inverse), rounded to out's dtype
+ * unless exact. */
+static void check_rotation(const call_t *c, const dense_t *caches)
+{
+    const sinpe_plan *p = &c->plan;
+    const target *tg = &c->tg[0];
+    const ptrdiff_t r = rotary_width(c), total = element_count(&tg->lay), step = sample_stride(total);
+    const int interleaved = p->layout == SINPE_INTERLEAVED, exact = p->exact != 0;
+    ptrdiff_t index[MAX_AXES];
+    for (ptrdiff_t e = 0; e < total; e += step) {
+        const size_t at = element_at(&tg->lay, e, index);
+        const ptrdiff_t f = e / c->d, j = index[c->nrow];
+        const double got = load(tg->buffer + at, tg->dtype, tg->swapped);
+        ++stats.rotated;
+        if (j >= r) { /* bits kept: any NaN payload, the same sign of zero */
+            const int t = p->source != NULL ? 1 : 0;
+            const uint64_t was = read_bits(element(c, t, f, j) - c->tg[t].buffer + c->tg[t].before, tg->itemsize,
+                                           c->tg[t].swapped);
+            if (read_bits(tg->buffer + at, tg->itemsize, tg->swapped) != was) {
+                fail("rotation: row %td column %td past rotary_dim %td changed (%.17g)", f, j, r, got);
+            }
+            continue;
+        }
+        ptrdiff_t a, b;
+        rotation_pair(interleaved, r, j, &a, &b);
+        const double xa = rotation_input(c, f, a), xb = rotation_input(c, f, b);
+        const double x = j == a ? xa : xb, w = j == a ? -xb : xa;
+        double cs, sn;
+        if (p->cos_cache != NULL) { /* through the views' strides: broadcast axes read index 0 */
+            ptrdiff_t offset[2] = {j * c->cache_strides[0][c->nrow], j * c->cache_strides[1][c->nrow]};
+            for (int i = 0; i < c->nrow; ++i) {
+                offset[0] += index[i] * c->cache_strides[0][i];
+                offset[1] += index[i] * c->cache_strides[1][i];
+            }
+            cs = load(c->cache[0] + offset[0], tg->dtype, 0);
+            sn = load(c->cache[1] + offset[1], tg->dtype, 0);
+        } else {
+            cs = load(dense_at(&caches[0], f, j), SINPE_FLOAT64, 0) * p->scale;
+            sn = load(dense_at(&caches[1], f, j), SINPE_FLOAT64, 0) * p->scale;
+            sn = p->inverse ? -sn : sn;
+            if (!exact) cs = round_to(tg->dtype, cs), sn = round_to(tg->dtype, sn);
+        }
+        const double want = rotate_reference(tg->dtype, exact, x, w, cs, sn);
+        if (!same_double(got, want)) {
+            fail("rotation: row %td column %td (pair %td, %td): x = %.17g, partner term %.17g, cos %.17g, sin %.17g: "
+                 "got %.17g, want %.17g (%s%s)",
+                 f, j, a, b, x, w, cs, sn, got, want, dtype_name(tg->dtype), exact ? ", exact" : "");
+        }
+    }
+}
+
+/* The rotation again, in place in a dense native copy of its input, on
+ * another thread count: the same bits as the call (in place against out
+ * of place, strided against dense, byte orders, threads). */
+static void identity_rotate(const call_t *c, reader *r)
+{
+    dense_t copy;
+    dense_alloc(&copy, c->tg[0].lay.ndim, c->tg[0].lay.shape, c->tg[0].dtype, 0);
+    for (ptrdiff_t f = 0; f < c->rows; ++f) {
+        for (ptrdiff_t j = 0; j < c->d; ++j) {
+            const int t = c->plan.source != NULL ? 1 : 0;
+            const uint64_t bits_ = read_bits(element(c, t, f, j) - c->tg[t].buffer + c->tg[t].before,
+                                             c->tg[t].itemsize, c->tg[t].swapped);
+            write_bits(dense_at(&copy, f, j), c->tg[0].itemsize, 0, bits_);
+        }
+    }
+    sinpe_plan p = private_plan(c);
+    p.source = NULL;
+    p.flags = below(r, 2) ? SINPE_PRIVATE_INPUTS : 0u;
+    set_threads(r);
+    const int status = sinpe_run(&p, &copy.view, NULL);
+    if (status == SINPE_OK) {
+        const result_t s = {c, NULL};
+        const ptrdiff_t step = sample_stride(c->rows * c->d);
+        for (ptrdiff_t e = below_size(r, step); e < c->rows * c->d; e += step) {
+            compare("rotation in place in a dense copy", &s, 0, e / c->d, e % c->d, &copy, e / c->d, e % c->d);
+        }
+    } else if (status != SINPE_ERR_NOMEM) {
+        fail("rotation in a dense copy returned status %d", status);
+    }
+    free(copy.data);
+}
+
+/* ------------------------------------------------------------------ */
 /* Aliasing: the same call with every input private, into copies of the
  * buffers as they were before, on the same thread count: every byte of
  * every buffer must come out the same. */
@@ -437,8 +583,9 @@ static void check_twin(const call_t *c, int status)
     }
     sinpe_plan p = private_plan(c);
     p.flags &= ~(unsigned)SINPE_PRIVATE_INPUTS; /* the first call's flag may not hold for these copies' */
+    if (p.rotate && p.source != NULL) p.source = &twin[1].view;
     if (sinpe_set_num_threads(c->threads) != SINPE_OK) fail("set_num_threads refused");
-    const int got = sinpe_run(&p, &twin[0].view, c->ntargets == 2 ? &twin[1].view : NULL);
+    const int got = sinpe_run(&p, &twin[0].view, c->op == OP_ROPE ? &twin[1].view : NULL);
     if (got != status && got != SINPE_ERR_NOMEM) {
         fail("aliasing: the call returned %d, the same call with private inputs %d", status, got);
     }

@@ -4,7 +4,9 @@
  * No Python anywhere.
  *
  * Each input describes one call, every knob of sinpe_plan: the kind (table
- * store, add, RoPE caches, grid); per output the dtype (float16, float32,
+ * store, add, RoPE caches, grid, rotation: in place or from a source, by
+ * its own caches or given ones, exact, inverse, a rotary width); per output
+ * the dtype (float16, float32,
  * float64, bfloat16) and byte order; a shape (1-D rows, 0-length axes, d = 0
  * and odd d, up to 64 axes, wide tables of several 512-frequency tiles and
  * more than 2048 frequencies, rarely outputs past the thread and streaming
@@ -30,8 +32,14 @@
  *     the derived bound of a libm double reference; stores are the one
  *     rounding of the float64 companion's doubles; adds are bit for bit
  *     x * scale + T in the output's own arithmetic, T the companion store;
+ *     rotations are bit for bit x * C + rotate_half(x) * S in the output's
+ *     arithmetic (or in double, rounded once: exact), C and S the RoPE
+ *     caches of the same plan (checked against libm) times scale, or the
+ *     given caches; columns past the rotary width keep their bits, and a
+ *     source is never written;
  *   - a cancelled store may leave elements untouched, never wrong; an add
- *     never calls the cancel callback, and no call calls it off its thread;
+ *     or a rotation never calls the cancel callback, and no call calls it
+ *     off its thread;
  *   - bit identity across shards and offsets, layouts, explicit vs
  *     scheduled frequencies, thread counts, byte orders, RoPE vs table,
  *     grid axis vs the 1-D table of its axis;
@@ -117,7 +125,7 @@ static void pick_grid_split(reader *r, call_t *c, memory_layout *lay, ptrdiff_t 
 
 static void pick_shape(reader *r, call_t *c, memory_layout *lay, size_t itemsize)
 {
-    const int grid = c->op == OP_GRID, rope = c->op == OP_ROPE;
+    const int grid = c->op == OP_GRID, rope = c->op == OP_ROPE || c->op == OP_ROTATE;
     if (c->size_class == SIZE_MEDIUM || c->size_class == SIZE_LARGE) {
         /* past the thread threshold (256 KB), now and then past a grid's
          * 1 MB band or an add's tiles; or past streaming (8 MB) */
@@ -275,6 +283,52 @@ static void pick_freq(reader *r, call_t *c, uint64_t *seed)
     }
 }
 
+/* A rotation's own knobs: the rotary width (0: all of d, else even; now and
+ * then odd, past d or negative), exact, inverse, the layout (sines first:
+ * rarely, invalid). */
+static void pick_rotation(reader *r, call_t *c)
+{
+    sinpe_plan *p = &c->plan;
+    const ptrdiff_t d = c->tg[0].lay.shape[c->nrow];
+    const unsigned k = below(r, 16);
+    p->rotate = 1;
+    p->rotary_dim = k < 8 || d < 2 ? 0 : k < 14 ? 2 * (1 + below_size(r, d / 2))
+                    : k == 14 ? 2 * below_size(r, d / 2 + 2) + 1 : -2 * (ptrdiff_t)below(r, 3) + (d + 2) * (k % 2);
+    p->exact = below(r, 3) == 0;
+    p->inverse = below(r, 4) == 0;
+    if (p->layout == SINPE_SINES_FIRST && below(r, 8) != 0) p->layout = SINPE_CONCATENATED;
+}
+
+/* A rotation by given caches: cos and sin of out's dtype, dense and
+ * native, viewed with out's shape and zero strides on some row axes (HF's
+ * (B, 1, L, D) against (B, H, L, D)); no positions or frequencies, scale 1,
+ * neither exact nor inverse (now and then not: invalid); rarely of another
+ * dtype. */
+static void pick_given(reader *r, call_t *c, uint64_t *seed)
+{
+    sinpe_plan *p = &c->plan;
+    const sinpe_dtype dtype = c->tg[0].dtype;
+    const size_t itemsize = c->tg[0].itemsize;
+    c->given = 1;
+    p->ints = NULL, p->reals = NULL, p->freq = NULL, p->nfreq = 0;
+    if (below(r, 8) != 0) p->scale = 1.0, p->exact = 0, p->inverse = 0;
+    const ptrdiff_t count = c->rows * c->d;
+    memcpy(c->cache_shape, c->tg[0].lay.shape, sizeof c->cache_shape);
+    for (int t = 0; t < 2; ++t) {
+        c->cache[t] = checked_malloc(itemsize * (size_t)(count > 0 ? count : 1));
+        for (ptrdiff_t e = 0; e < count; ++e) write_bits(c->cache[t] + (size_t)e * itemsize, itemsize, 0, input_bits(dtype, seed));
+        ptrdiff_t step = (ptrdiff_t)itemsize;
+        for (int i = c->nrow; i >= 0; --i) {
+            c->cache_strides[t][i] = i < c->nrow && below(r, 3) == 0 ? 0 : step;
+            step *= c->tg[0].lay.shape[i] > 0 ? c->tg[0].lay.shape[i] : 1;
+        }
+        c->cache_view[t] = (sinpe_array){c->cache[t], dtype, 0, c->tg[0].lay.ndim, c->cache_shape, c->cache_strides[t]};
+    }
+    if (below(r, 24) == 23) c->cache_view[1].dtype = (sinpe_dtype)((dtype + 1) % NDTYPES);
+    p->cos_cache = &c->cache_view[0];
+    p->sin_cache = &c->cache_view[1];
+}
+
 /* Every knob of the plan but the outputs. */
 static void pick_plan(reader *r, call_t *c, uint64_t *seed)
 {
@@ -308,7 +362,7 @@ static void pick_plan(reader *r, call_t *c, uint64_t *seed)
             p->ints = c->pos_mode == POS_INTS ? c->ints : NULL;
             p->reals = c->pos_mode == POS_REALS ? c->reals : NULL;
         }
-        if (below(r, 3) == 0) {
+        if (below(r, c->op == OP_ROTATE ? 24 : 3) == 0) { /* rotations take none: rarely */
             const unsigned density = below(r, 8); /* 0: none padded, 7: all, else 1 in 4 */
             c->padding = checked_malloc((size_t)(c->rows > 0 ? c->rows : 1));
             for (ptrdiff_t f = 0; f < c->rows; ++f) {
@@ -317,6 +371,7 @@ static void pick_plan(reader *r, call_t *c, uint64_t *seed)
             p->padding = c->padding;
         }
     }
+    if (c->op == OP_ROTATE) pick_rotation(r, c);
     if (explicit_freq) { /* after the positions: their reach */
         pick_freq(r, c, seed);
         p->freq = c->freq;
@@ -536,13 +591,15 @@ static void call_free(call_t *c)
     free(c->reals);
     free(c->padding);
     free(c->freq);
+    free(c->cache[0]);
+    free(c->cache[1]);
     for (int g = 0; g < c->ngroups; ++g) free(c->w[g]);
 }
 
 /* The call in words, for failure reports. */
 static void describe(const call_t *c, int expect)
 {
-    static const char *ops[] = {"table", "add", "rope", "grid"};
+    static const char *ops[] = {"table", "add", "rope", "grid", "rotate"};
     static const char *modes[] = {"range", "ints", "reals", "grid"};
     const sinpe_plan *p = &c->plan;
     char *s = fuzz_summary;
@@ -561,6 +618,10 @@ static void describe(const call_t *c, int expect)
         (int)p->layout, p->freq != NULL ? "explicit freq" : "schedule", p->n, (int)p->schedule, p->nfreq,
         modes[c->pos_mode], p->pos_axis, (long long)p->offset, p->padding != NULL ? " padding" : "", p->add, p->scale,
         p->flags, c->threads, c->use_cancel, c->cancel.stop_after);
+    if (p->rotate) {
+        SAY(", rotary_dim %td exact %d inverse %d%s%s", p->rotary_dim, p->exact, p->inverse,
+            p->source != NULL ? ", from a source" : "", p->cos_cache != NULL ? ", given caches" : "");
+    }
     if (c->op == OP_GRID) {
         SAY(", split/order");
         for (int a = 0; a < c->nrow; ++a) SAY(" %td/%d", c->split[a], c->order[a]);
@@ -601,16 +662,38 @@ static void check_call(call_t *c, reader *r, int expect, int status)
         return;
     }
     const int stopped = c->use_cancel && c->cancel.calls > c->cancel.stop_after;
-    if (c->plan.add && c->cancel.calls != 0) fail("an add called the cancel callback (%d times)", c->cancel.calls);
+    if ((c->plan.add || c->plan.rotate) && c->cancel.calls != 0) {
+        fail("an add or a rotation called the cancel callback (%d times)", c->cancel.calls);
+    }
     if (stopped != (status == SINPE_ERR_CANCELLED)) {
         fail("status %d, but the cancel callback %s asked to stop", status, stopped ? "had" : "never");
     }
     if (status != SINPE_OK && !stopped) fail("valid call returned status %d", status);
-    for (int t = 0; t < c->ntargets; ++t) check_untouched("valid call", &c->tg[t], 1);
+    for (int t = 0; t < c->ntargets; ++t) { /* a rotation's source: not one byte */
+        check_untouched(c->plan.rotate && t == 1 ? "a rotation's source" : "valid call", &c->tg[t],
+                        !(c->plan.rotate && t == 1));
+    }
     ++stats.valid;
     stats.cancelled += stopped;
     if (c->rows == 0 || c->d == 0) {
         ++stats.empty;
+        return;
+    }
+    if (c->plan.rotate) {
+        if (!c->tg[0].lay.overlapping) {
+            model_prepare(c);
+            dense_t caches[2];
+            const int given = c->plan.cos_cache != NULL;
+            if (given || rotation_caches(c, r, caches) == SINPE_OK) {
+                check_rotation(c, caches);
+                for (int t = 0; !given && t < 2; ++t) free(caches[t].data);
+            }
+            identity_rotate(c, r);
+        }
+        if (aliased(c)) {
+            check_twin(c, status);
+            ++stats.aliased;
+        }
         return;
     }
     for (int t = 0; t < c->ntargets; ++t) {
@@ -657,12 +740,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     call_t c;
     memset(&c, 0, sizeof c);
     c.plan = sinpe_plan_default();
-    const unsigned pick = below(&r, 32);
-    c.op = pick < 11 ? OP_TABLE : pick < 19 ? OP_ADD : pick < 25 ? OP_ROPE : OP_GRID;
-    c.ntargets = c.op == OP_ROPE ? 2 : 1;
+    const unsigned pick = below(&r, 40);
+    c.op = pick < 11 ? OP_TABLE : pick < 19 ? OP_ADD : pick < 25 ? OP_ROPE : pick < 32 ? OP_GRID : OP_ROTATE;
+    c.source = c.op == OP_ROTATE && below(&r, 3) == 0; /* out of place: the source is target 1 */
+    c.ntargets = c.op == OP_ROPE || c.source ? 2 : 1;
     c.size_class = pick_size_class(&r);
     for (int t = 0; t < c.ntargets; ++t) {
         c.tg[t].dtype = (sinpe_dtype)below(&r, NDTYPES);
+        if (c.source && t == 1 && below(&r, 24) != 23) c.tg[1].dtype = c.tg[0].dtype; /* else invalid */
         c.tg[t].swapped = below(&r, 4) == 0;
         c.tg[t].itemsize = itemsize_of(c.tg[t].dtype);
     }
@@ -676,6 +761,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < c.nrow; ++i) c.rows *= c.tg[0].lay.shape[i];
     uint64_t seed = bits(&r, 64);
     pick_plan(&r, &c, &seed);
+    if (c.op == OP_ROTATE && below(&r, 5) == 0) pick_given(&r, &c, &seed);
 
     int kind[NINPUTS] = {0};
     size_t room[2] = {0, 0};
@@ -691,7 +777,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < NINPUTS; ++i) {
         if (c.home[i].target >= 0) place_home(&r, &c, i, kind[i]);
     }
-    for (int t = 0; t < c.ntargets; ++t) fill_target(&c.tg[t], c.plan.add, &seed);
+    for (int t = 0; t < c.ntargets; ++t) fill_target(&c.tg[t], c.plan.add || c.op == OP_ROTATE, &seed);
+    if (c.source) c.plan.source = below(&r, 32) == 31 ? &c.tg[0].view /* out itself: invalid */ : &c.tg[1].view;
     install_homes(&c);
     for (int t = 0; t < c.ntargets; ++t) memcpy(c.tg[t].before, c.tg[t].buffer, c.tg[t].lay.size);
     c.out = &c.tg[0].view;
@@ -734,9 +821,10 @@ int main(int argc, char **argv)
     printf("fuzz_kernels: %ld random inputs in %.0f s, no failure: %ld valid calls (%ld empty, %ld cancelled, %ld "
            "out of memory), %ld invalid, %ld where either was allowed; %ld valid with inputs inside an output (%ld "
            "over its elements) equal to private copies, %ld invalid; %ld elements within bounds, %ld the one rounding of float64, %ld add "
-           "elements bit for bit, %ld bit-identical in second calls\n",
+           "elements and %ld rotation elements bit for bit, %ld bit-identical in second calls\n",
            runs, seconds, stats.valid, stats.empty, stats.cancelled, stats.nomem, stats.invalid, stats.either,
-           stats.aliased, stats.aliased_over, stats.aliased_invalid, stats.bounded, stats.rounded, stats.added, stats.identical);
+           stats.aliased, stats.aliased_over, stats.aliased_invalid, stats.bounded, stats.rounded, stats.added,
+           stats.rotated, stats.identical);
     return 0;
 }
 #endif

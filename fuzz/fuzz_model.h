@@ -2,7 +2,7 @@
  * What sinpe.h promises, written as code the fuzz target checks calls
  * against: which calls are valid (expect_status), which value every column
  * holds (the column map and a libm double reference with a derived error
- * bound), and an add's arithmetic, bit for bit.  Independent of csrc/ but
+ * bound), and an add's and a rotation's arithmetic, bit for bit.  Independent of csrc/ but
  * for the schedules' frequencies: the public header and csrc/pow.h are
  * included, and the add is this file's own arithmetic, not csrc's
  * sinpe_add_elem.
@@ -13,7 +13,7 @@
 #include "fuzz_common.h"
 #include "pow.h"
 
-enum { OP_TABLE, OP_ADD, OP_ROPE, OP_GRID };
+enum { OP_TABLE, OP_ADD, OP_ROPE, OP_GRID, OP_ROTATE };
 enum { POS_RANGE, POS_INTS, POS_REALS, POS_GRID };
 enum { ROLE_SIN, ROLE_COS, ROLE_ZERO };
 enum { EXPECT_OK, EXPECT_INVALID, EXPECT_EITHER };
@@ -61,6 +61,14 @@ typedef struct {
     home_t home[NINPUTS];
     int threads, use_cancel;
     cancel_state cancel;
+    /* rotations: out of place (the source is target 1), given caches (cos
+     * and sin: dense native arrays of out's dtype, viewed with out's shape and
+     * zero strides on the broadcast axes) */
+    int source, given;
+    char *cache[2];
+    ptrdiff_t cache_shape[MAX_AXES], cache_strides[2][MAX_AXES]; /* their own: a break of out's
+                                                                  * shape must not reach them */
+    sinpe_array cache_view[2];
     /* the reference (model_prepare): frequencies per group (a grid's axes
      * in `order`, else one), and per target which group, role and pair
      * each column holds */
@@ -120,6 +128,12 @@ static ptrdiff_t column_of(int layout, ptrdiff_t d, ptrdiff_t m, int role, ptrdi
     return role == ROLE_SIN ? k : m + k;
 }
 
+/* The columns a rotation rotates (sinpe.h: rotary_dim, 0 for all). */
+static ptrdiff_t rotary_width(const call_t *c)
+{
+    return c->plan.rotary_dim == 0 ? c->d : c->plan.rotary_dim;
+}
+
 static ptrdiff_t grid_width(const call_t *c, int g)
 {
     return c->split[c->order[g]];
@@ -139,8 +153,8 @@ static void model_prepare(call_t *c)
             c->m[0] = c->nfreq;
             c->w[0] = checked_malloc(sizeof(double) * (size_t)(c->nfreq > 0 ? c->nfreq : 1));
             memcpy(c->w[0], c->freq, sizeof(double) * (size_t)c->nfreq);
-        } else {
-            c->w[0] = schedule_freq(p->schedule, p->n, c->d, &c->m[0]);
+        } else { /* a rotation's frequencies are those of its rotary width */
+            c->w[0] = schedule_freq(p->schedule, p->n, c->op == OP_ROTATE ? rotary_width(c) : c->d, &c->m[0]);
         }
     }
     const int interleaved = p->layout == SINPE_INTERLEAVED;
@@ -260,6 +274,28 @@ static double add_reference(sinpe_dtype dtype, double x, double t, double scale,
     return padded_row ? (double)m : round_to(dtype, (double)(m + (float)t));
 }
 
+/* A rotated element (sinpe.h's rotate): x * c + w * s, w being minus the
+ * pair's second element (for its first) or the first (for its second).
+ * exact, and float64: in double, rounded once; float32: float operations;
+ * float16 and bfloat16: each product and the sum in float, rounded to the
+ * type.  x, w, c, s are values of the arithmetic's inputs (c, s of dtype
+ * unless exact). */
+static double rotate_reference(sinpe_dtype dtype, int exact, double x, double w, double c, double s)
+{
+    if (exact || dtype == SINPE_FLOAT64) return round_to(dtype, x * c + w * s);
+    if (dtype == SINPE_FLOAT32) return (double)((float)x * (float)c + (float)w * (float)s);
+    const float p = (float)round_to(dtype, (double)((float)x * (float)c));
+    const float q = (float)round_to(dtype, (double)((float)w * (float)s));
+    return round_to(dtype, (double)(p + q));
+}
+
+/* The pair of column j < r of a rotation: its columns (a, b); j is one of them. */
+static void rotation_pair(int interleaved, ptrdiff_t r, ptrdiff_t j, ptrdiff_t *a, ptrdiff_t *b)
+{
+    *a = interleaved ? j - j % 2 : j % (r / 2);
+    *b = interleaved ? *a + 1 : *a + r / 2;
+}
+
 /* ------------------------------------------------------------------ */
 /* Which calls are valid (sinpe.h). */
 
@@ -293,6 +329,64 @@ static int view_ok(const sinpe_array *a)
     return view_count(a) >= 0;
 }
 
+/* The bytes a view spans, from its lowest to past its highest element,
+ * in 128-bit arithmetic (no overflow); 0 when it spans nothing (empty). */
+static int view_span(const sinpe_array *v, __int128 *lo, __int128 *hi)
+{
+    *lo = *hi = (__int128)(uintptr_t)v->data;
+    for (int i = 0; i < v->ndim; ++i) {
+        if (v->shape[i] == 0) return 0;
+    }
+    for (int i = 0; i < v->ndim; ++i) {
+        const __int128 reach = (__int128)v->strides[i] * (v->shape[i] - 1);
+        if (reach < 0) *lo += reach; else *hi += reach;
+    }
+    *hi += (__int128)itemsize_of(v->dtype);
+    return 1;
+}
+
+/* Whether two views share a byte; sinpe.h: a view whose elements cannot
+ * all lie in the address space counts as sharing. */
+static int views_share(const sinpe_array *a, const sinpe_array *b)
+{
+    __int128 lo[2], hi[2];
+    const int spans[2] = {view_span(a, &lo[0], &hi[0]), view_span(b, &lo[1], &hi[1])};
+    for (int t = 0; t < 2; ++t) {
+        if (spans[t] && (lo[t] < 0 || hi[t] > (__int128)UINTPTR_MAX)) return 1;
+    }
+    return spans[0] && spans[1] && lo[0] < hi[1] && lo[1] < hi[0];
+}
+
+/* A rotation's structure (sinpe.h's rotate): not with an add, RoPE caches,
+ * a grid or padding; one of the two layouts; the source and the given
+ * caches views of out's shape and dtype sharing no memory with it; given
+ * caches exclude positions and frequencies.  Positions (when not given
+ * caches) as for every call. */
+static int rotation_structure_ok(const call_t *c)
+{
+    const sinpe_plan *p = &c->plan;
+    const sinpe_array *out = c->out;
+    const int given = p->cos_cache != NULL;
+    if (c->out2 != NULL || p->add || p->rope || p->split != NULL || p->padding != NULL ||
+        (p->layout != SINPE_INTERLEAVED && p->layout != SINPE_CONCATENATED) || given != (p->sin_cache != NULL) ||
+        (given && (p->freq != NULL || p->ints != NULL || p->reals != NULL))) {
+        return 0;
+    }
+    const sinpe_array *read[3] = {p->source, p->cos_cache, p->sin_cache};
+    for (int v = 0; v < 3; ++v) {
+        if (read[v] == NULL) continue;
+        if (!view_ok(read[v]) || read[v]->ndim != out->ndim || read[v]->dtype != out->dtype) return 0;
+        for (int i = 0; i < out->ndim; ++i) {
+            if (read[v]->shape[i] != out->shape[i]) return 0;
+        }
+        if (views_share(read[v], out)) return 0;
+    }
+    if (given) return 1;
+    const int nrow = out->ndim - 1;
+    return p->pos_axis >= 0 ? p->pos_axis < nrow && p->ints == NULL && p->reals == NULL
+                            : (p->ints == NULL) != (p->reals == NULL);
+}
+
 /* Structure: the views, out2 present exactly for RoPE with out's shape,
  * the layout, and how the positions are given.  These fail even for an
  * empty output. */
@@ -300,7 +394,9 @@ static int structure_ok(const call_t *c)
 {
     const sinpe_plan *p = &c->plan;
     const sinpe_array *out = c->out, *out2 = c->out2;
-    if (c->null_plan || !view_ok(out) || (p->rope != 0) != (out2 != NULL)) return 0;
+    if (c->null_plan || !view_ok(out)) return 0;
+    if (p->rotate) return rotation_structure_ok(c);
+    if ((p->rope != 0) != (out2 != NULL)) return 0;
     if (out2 != NULL) {
         if (!view_ok(out2) || out2->ndim != out->ndim) return 0;
         for (int i = 0; i < out->ndim; ++i) {
@@ -371,10 +467,35 @@ static int grid_ok(const call_t *c)
     return total == d;
 }
 
+/* A rotation's columns and values: an even rotary width 2 <= r <= d, a
+ * finite scale; given caches: scale 1, neither exact nor inverse; else the
+ * frequencies of width r (freq with r / 2 entries, or the paper's schedule
+ * with a base in range) and the positions in range. */
+static int rotation_columns_expect(const call_t *c)
+{
+    const sinpe_plan *p = &c->plan;
+    const ptrdiff_t d = c->out->shape[c->out->ndim - 1], r = p->rotary_dim == 0 ? d : p->rotary_dim;
+    if (r < 2 || r > d || r % 2 != 0 || !isfinite(p->scale)) return EXPECT_INVALID;
+    if (c->out->data == NULL || (p->source != NULL && p->source->data == NULL)) return EXPECT_INVALID;
+    if (p->cos_cache != NULL) {
+        return p->scale == 1.0 && !p->exact && !p->inverse && p->cos_cache->data != NULL && p->sin_cache->data != NULL
+                   ? EXPECT_OK
+                   : EXPECT_INVALID;
+    }
+    if (p->freq != NULL ? p->nfreq != r / 2
+                        : !(p->n >= SINPE_MIN_BASE && p->n <= SINPE_MAX_BASE) || p->schedule != SINPE_PAPER) {
+        return EXPECT_INVALID;
+    }
+    double most;
+    if (!positions_ok(c, p->pos_axis >= 0 ? c->out->shape[p->pos_axis] : 0, &most)) return EXPECT_INVALID;
+    return p->freq != NULL ? freq_expect(c->freq, c->nfreq, most) : EXPECT_OK;
+}
+
 /* Everything but the structure, as if the output were not empty. */
 static int columns_expect(const call_t *c)
 {
     const sinpe_plan *p = &c->plan;
+    if (p->rotate) return rotation_columns_expect(c);
     const int nrow = c->out->ndim - 1;
     const ptrdiff_t d = c->out->shape[nrow];
     if (d < 1 || (p->rope && d % 2 != 0)) return EXPECT_INVALID;

@@ -1,7 +1,9 @@
 """sinpe: exact, fast sinusoidal positional encodings into NumPy arrays.
 
 ``encode(L, d)`` builds the table of "Attention Is All You Need";
-``add_(embeddings)`` adds it in place.  See ``help(sinpe.encode)``.
+``add_(embeddings)`` adds it in place; ``rope(L, d)`` makes rotary (RoPE)
+caches and ``rope_(x)`` rotates queries or keys by them in place.  See
+``help(sinpe.encode)``.
 """
 import os as _os
 
@@ -18,6 +20,7 @@ try:
         encode_grid,
         get_num_threads,
         rope,
+        rope_,
         set_num_threads,
     )
 except ModuleNotFoundError as _exc:
@@ -49,6 +52,7 @@ __all__ = [
     "add_",
     "encode_at",
     "rope",
+    "rope_",
     "encode_grid",
     "set_num_threads",
     "get_num_threads",

@@ -141,6 +141,44 @@ def rope(
     layout: _Layout = "concatenated",
     freq: ArrayLike | None = None,
 ) -> tuple[NDArray[np.floating[Any]], NDArray[np.floating[Any]]]: ...
+def rope_(
+    x: _ArrayT,
+    n: float | None = 10000.0,
+    *,
+    offset: int | None = 0,
+    axis: int | None = -2,
+    positions: ArrayLike | None = None,
+    layout: _Layout = "concatenated",
+    freq: ArrayLike | None = None,
+    rotary_dim: int | None = None,
+    scale: float = 1.0,
+    exact: bool = False,
+) -> _ArrayT: ...
+# sinpe.torch's rotations: rope_ of source into out (out None: checks only), and
+# out = source * cos + rotate_half(source) * sin with the caches given.
+def _rope_into(
+    out: _ArrayT | None,
+    source: np.ndarray[Any, Any] | None,
+    n: float | None = 10000.0,
+    *,
+    offset: int | None = 0,
+    axis: int | None = -2,
+    positions: ArrayLike | None = None,
+    layout: _Layout = "concatenated",
+    freq: ArrayLike | None = None,
+    rotary_dim: int | None = None,
+    scale: float = 1.0,
+    exact: bool = False,
+    inverse: bool = False,
+) -> _ArrayT | None: ...
+def _rotate_by(
+    out: _ArrayT,
+    source: np.ndarray[Any, Any],
+    cos: np.ndarray[Any, Any],
+    sin: np.ndarray[Any, Any],
+    *,
+    layout: _Layout = "concatenated",
+) -> _ArrayT: ...
 def encode_grid(
     shape: Sequence[int],
     d: int,

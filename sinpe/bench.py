@@ -23,6 +23,13 @@ frequencies and positions, RoPE caches, grids), each against the default
 table that writes the same number of bytes: the promise is that a variant
 costs what the core table costs.
 
+``--rope`` times rotary embeddings instead (needs torch): ``sinpe.torch.rope_``
+on query-shaped tensors against the in-place pass over the same tensor
+(``t.mul_(1.0)``, timed in alternation), ``exact=True``, and HF's
+``apply_rotary_pos_emb`` with HF's ``rotary_emb`` (``LlamaRotaryEmbedding``,
+when transformers is installed), on one thread and then on all threads
+(sinpe's and torch's alike).
+
 Every figure is a median over repeated rounds.  sinpe and its floor take
 turns round by round (a change of machine load hits both alike); the slower
 NumPy and torch recipes are timed after them, apart, so that torch's
@@ -280,6 +287,100 @@ def _variant_cases(quick: bool) -> List[Dict[str, Any]]:
     return results
 
 
+# (shape, position axis, dtype, offset): heads-first queries, the same in
+# bfloat16, small heads, (B, L, H, D) with axis=1, and one decoding step
+ROPE_CASES = [((1, 32, 2048, 128), -2, "float32", 0), ((1, 32, 2048, 128), -2, "bfloat16", 0),
+              ((4, 8, 512, 64), -2, "float32", 0), ((8, 2048, 16, 64), 1, "float32", 0),
+              ((1, 32, 1, 128), -2, "float32", 2047)]
+
+
+def _hf_rotation(shape: Sequence[int], axis: int, offset: int, dtype: Any) -> Optional[Timer]:
+    """HF's own rotation of a query of this shape: LlamaRotaryEmbedding's caches for
+    the positions, then apply_rotary_pos_emb (with a one-head key, so that the
+    figure is the query's); None without transformers."""
+    try:
+        import torch
+        from transformers import LlamaConfig
+        from transformers.models.llama import modeling_llama as llama
+    except ImportError:
+        return None
+    batch, length, heads, dim = ((shape[0], shape[1], shape[2], shape[3]) if axis == 1 else
+                                 (shape[0], shape[2], shape[1], shape[3]))
+    config = LlamaConfig(hidden_size=heads * dim, num_attention_heads=heads,
+                         max_position_embeddings=offset + length, rope_theta=10000.0)
+    rotary = llama.LlamaRotaryEmbedding(config)
+    q = torch.randn(shape).to(dtype)
+    if axis == 1:  # HF's (B, H, L, D) view of (B, L, H, D) memory, as its attention makes it
+        q = q.transpose(1, 2)
+    k = q[:, :1]
+    position_ids = (torch.arange(length) + offset).expand(batch, length)
+
+    def run() -> object:
+        cos, sin = rotary(q, position_ids)
+        return llama.apply_rotary_pos_emb(q, k, cos, sin)
+
+    return run
+
+
+def _rope_cases(quick: bool) -> List[Dict[str, Any]]:
+    import torch
+
+    import sinpe.torch as st
+
+    results = []
+    all_threads = sinpe.get_num_threads()
+    torch_threads = torch.get_num_threads()
+    try:
+        for threads in sorted({1, all_threads}):
+            sinpe.set_num_threads(threads)
+            torch.set_num_threads(threads)
+            for shape, axis, dtype_name, offset in ROPE_CASES:
+                dtype = getattr(torch, dtype_name)
+                t = torch.randn(shape).to(dtype)
+                small = t.numel() <= 1 << 16
+                rounds, budget, inner = ((30, 1.0, 2000) if small else
+                                         (15, 3.0, 1) if quick else (41, 10.0, 1))
+                _settle()
+                times = _measure({
+                    "sinpe": lambda: st.rope_(t, offset=offset, axis=axis),
+                    "floor": lambda: t.mul_(1.0),
+                    "exact": lambda: st.rope_(t, offset=offset, axis=axis, exact=True),
+                }, rounds, budget, inner)
+                hf = _hf_rotation(shape, axis, offset, dtype)
+                if hf is not None:
+                    _settle()
+                    times.update(_measure({"hf": hf}, rounds, budget / 2, inner // 10 or 1))
+                label = f"rope_ {tuple(shape)} {dtype_name}" + (" axis=1" if axis == 1 else "")
+                results.append({"case": label, "threads": threads, "times": times})
+    finally:
+        sinpe.set_num_threads(all_threads)
+        torch.set_num_threads(torch_threads)
+    return results
+
+
+def _print_rope(results: List[Dict[str, Any]], header: Dict[str, Any], file: Any) -> None:
+    _print_cpu(header, file)
+    print(f"sinpe {header['sinpe']}  numpy {header['numpy']}  torch {header['torch']}  "
+          f"{header['python']}  load average "
+          f"{header['load_average'][0]} -> {header['load_average'][1]}", file=file)
+    print("medians; sinpe.torch.rope_ and t.mul_(1.0) timed in alternation; ratio = rope_ / "
+          "mul_; HF = its rotary_emb + apply_rotary_pos_emb", file=file)
+    rows = [["case", "threads", "rope_", "t.mul_(1.0)", "ratio", "exact=True", "exact/rope_",
+             "HF", "HF/rope_"]]
+    for r in results:
+        t = r["times"]
+        hf = t.get("hf")
+        rows.append([r["case"], str(r["threads"]), _format_time(t["sinpe"]),
+                     _format_time(t["floor"]), f"{t['sinpe'] / t['floor']:.2f}x",
+                     _format_time(t["exact"]), f"{t['exact'] / t['sinpe']:.2f}x",
+                     _format_time(hf) if hf else "-", f"{hf / t['sinpe']:.1f}x" if hf else "-"])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for n, row in enumerate(rows):
+        print(" | ".join(c.ljust(w) for c, w in zip(row, widths)), file=file)
+        if n == 0:
+            print("-+-".join("-" * w for w in widths), file=file)
+
+
 def _print_variants(results: List[Dict[str, Any]], header: Dict[str, Any], file: Any) -> None:
     _print_cpu(header, file)
     print(f"sinpe {header['sinpe']} threads={header['sinpe_threads']}  numpy {header['numpy']}  "
@@ -390,6 +491,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--variants", action="store_true",
                         help="time the variants (layouts, schedules, positions, RoPE, grids) "
                              "against the default table instead")
+    parser.add_argument("--rope", action="store_true",
+                        help="time rotary embeddings (sinpe.torch.rope_) against an in-place "
+                             "pass and HF's rotation instead, on 1 and all threads")
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
 
@@ -416,6 +520,17 @@ def _header(args: argparse.Namespace, load_before: Optional[float], torch_versio
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.rope:
+        import torch
+
+        load_before = _load_average()
+        results = _rope_cases(args.quick)
+        header = _header(args, load_before, str(torch.__version__), "1 and all")
+        _print_rope(results, header, sys.stdout)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"header": header, "results": results}, f, indent=2)
+        return 0
     if args.variants:
         load_before = _load_average()
         results = _variant_cases(args.quick)

@@ -11,6 +11,10 @@
   and ONNX export, and builds under a default-device context (``meta`` too).
 - :func:`encode` returns the table as a tensor on any device.
 - :func:`add_` adds the table to a tensor in place, on any device.
+- :func:`rope_` applies rotary position embeddings (RoPE) to queries or keys in
+  place (inference), :func:`rope` out of place and differentiable (training),
+  and :func:`apply_rotary_pos_emb` is HF's function of that name, bit for bit,
+  without its temporaries, to patch into a model.
 
 Tables are computed in double precision by sinpe's C kernel on the CPU and
 rounded once to the tensor's dtype (float16, bfloat16, float32 or float64),
@@ -23,7 +27,7 @@ import collections
 import operator
 import sys
 import threading
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
@@ -39,7 +43,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "pip install torch==2.13.0 (sinpe itself works without it)"
     ) from exc
 
-__all__ = ["PositionalEncoding", "add_", "encode"]
+__all__ = ["PositionalEncoding", "add_", "apply_rotary_pos_emb", "encode", "rope", "rope_"]
 
 # Typed names for forward (TorchScript reads "# type:" comments inside it).
 _is_scripting: Callable[[], bool] = torch.jit.is_scripting  # type: ignore[attr-defined]
@@ -501,3 +505,12 @@ class PositionalEncoding(nn.Module):
         dtype = x.dtype if x.is_floating_point() else table.dtype
         out: torch.Tensor = self.dropout(x + table.to(device=x.device, dtype=dtype))
         return out
+
+
+# Rotary embeddings (rope_, rope, apply_rotary_pos_emb) live in their own
+# module, which reads this module's helpers (_kernel_writes, _kernel_view, ...)
+# at each call: it gets this module here, once they are all defined.
+from sinpe import _torch_rotary  # noqa: E402
+
+_torch_rotary._base = sys.modules[__name__]
+from sinpe._torch_rotary import apply_rotary_pos_emb, rope, rope_  # noqa: E402

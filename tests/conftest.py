@@ -78,6 +78,8 @@ MAX_POSITION = 2**24  # DESIGN.md section 1: the promise holds for |p| <= 2**24
 OPTIONAL = {
     "torch": "torch",
     "x-transformers": "x_transformers",
+    "transformers": "transformers",
+    "rotary-embedding-torch": "rotary_embedding_torch",
     "positional-encodings": "positional_encodings",
     "onnx": "onnx",
     "onnxscript": "onnxscript",
@@ -169,6 +171,18 @@ def pytest_runtest_setup(item):
 
 @pytest.fixture(scope="session")
 def torch():
+    return require("torch")
+
+
+def require_module(dotted: str):
+    """Import a module of an optional test requirement by its import name
+    ("transformers.models.llama.modeling_llama"): require()'s rules for the package."""
+    top = dotted.split(".")[0]
+    require(next(name for name, module in OPTIONAL.items() if module == top))
+    return importlib.import_module(dotted)
+
+
+def require_torch():
     return require("torch")
 
 

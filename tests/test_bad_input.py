@@ -401,3 +401,112 @@ def test_a_bool_is_not_an_integer_anywhere(call, name, flag):
     with pytest.raises(TypeError, match=rf"\b{name} must be an integer, not (numpy\.)?bool"):
         call(flag)
     assert sinpe.get_num_threads() == before
+
+
+# ------------------------------------------------------------------ rope_
+# rope_(x, ...): every bad call raises before anything is written, and x keeps
+# its bytes.  x is (2, L, D) float32 unless the case gives a shape.
+ROPE_TYPE_ERRORS = [
+    (dict(n="100"), r"\bn\b"),
+    (dict(n=1j), r"\bn\b"),
+    (dict(scale="2"), r"\bscale\b"),
+    (dict(scale=2j), r"\bscale\b"),
+    (dict(scale=None), r"\bscale\b"),
+    (dict(axis=1.0), r"\baxis\b"),
+    (dict(offset=0.5), r"\boffset\b"),
+    (dict(rotary_dim=4.0), r"\brotary_dim\b"),
+    (dict(rotary_dim=True), r"\brotary_dim\b"),
+    (dict(exact=1), r"\bexact\b"),
+    (dict(exact="yes"), r"\bexact\b"),
+    (dict(layout=1), r"\blayout\b"),
+    (dict(positions=[[0.5j] * L] * 2), r"\bpositions\b"),
+    (dict(positions=np.zeros((2, L), bool)), r"\bpositions\b"),
+    (dict(freq=["a"] * (D // 2)), r"\bfreq\b"),
+    (dict(freq=np.zeros(D // 2, complex)), r"\bfreq\b"),
+]
+
+
+@pytest.mark.parametrize("kwargs,pattern", ROPE_TYPE_ERRORS)
+def test_rope_wrong_kind_of_argument_is_type_error(kwargs, pattern):
+    x = fresh_x()
+    assert_fails(TypeError, pattern, lambda: sinpe.rope_(x, **kwargs), x)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, bool, np.complex64, object], ids=str)
+def test_rope_integer_or_other_dtype_is_type_error(dtype):
+    x = np.zeros((2, L, D), dtype)
+    assert_fails(TypeError, r"\bx\b.*dtype", lambda: sinpe.rope_(x), x)
+    assert_fails(TypeError, r"\bx\b", lambda: sinpe.rope_(x.tolist()))
+
+
+ROPE_VALUE_ERRORS = [
+    ((2, L, D), dict(rotary_dim=5), exact("rotary_dim=5")),  # odd
+    ((2, L, D), dict(rotary_dim=D + 2), exact(f"rotary_dim={D + 2}")),  # too large
+    ((2, L, D), dict(rotary_dim=0), exact("rotary_dim=0")),
+    ((2, L, D), dict(rotary_dim=-2), exact("rotary_dim=-2")),
+    ((2, L, 7), {}, r"x\.shape\[-1\]=7 is odd"),  # an odd head dimension
+    ((2, L, 1), dict(rotary_dim=2), exact("rotary_dim=2")),
+    ((2, L, D), dict(axis=2), r"axis=2\b.*feature"),
+    ((2, L, D), dict(axis=-1), r"axis=-1\b.*feature"),
+    ((2, L, D), dict(axis=3), exact("axis=3")),
+    ((2, L, D), dict(axis=-4), exact("axis=-4")),
+    ((2, L, D), dict(positions=np.zeros((3, L))), r"positions has shape \(3, 4\).*broadcast"),
+    ((2, L, D), dict(positions=np.zeros((L + 1,))), r"positions.*broadcast"),
+    ((2, L, D), dict(positions=np.zeros((1, 2, L))), r"positions.*broadcast"),
+    ((2, L, D), dict(positions=[0, 1, 2, B + 1]), r"positions.*16777217"),
+    ((2, L, D), dict(positions=[0.0, 1.0, np.nan, 2.0]), r"positions.*nan"),
+    ((2, L, D), dict(positions=[0, 1, 2, 3], offset=0), r"offset and positions"),
+    ((2, L, D), dict(positions=[0, 1, 2, 3], axis=1), r"axis and positions"),
+    ((2, L, D), dict(offset=B - L + 2), exact(f"offset={B - L + 2}")),
+    ((L, 2, D), dict(offset=-B - 1, axis=0), exact(f"offset={-B - 1}")),
+    ((2, L, D), dict(freq=np.ones(D // 2 + 1)), r"freq has 4 entries; rotary_dim=6"),
+    ((2, L, D), dict(freq=np.ones(2), rotary_dim=6), r"freq has 2 entries"),
+    ((2, L, D), dict(freq=np.ones((1, D // 2))), r"freq must be 1-D"),
+    ((2, L, D), dict(freq=[1.0, -1.0, 1.0]), r"freq.*>= 0"),
+    ((2, L, D), dict(freq=[1e9] * 3), r"freq.*radians"),
+    ((2, L, D), dict(freq=[1.0] * 3, n=100.0), r"freq and n are exclusive"),
+    ((2, L, D), dict(n=0.5), exact("n=0.5")),
+    ((2, L, D), dict(n=float("nan")), exact("n=nan")),
+    ((2, L, D), dict(scale=float("inf")), exact("scale=inf")),
+    ((2, L, D), dict(scale=float("nan")), exact("scale=nan")),
+    ((2, L, D), dict(layout="sines_first"), r"layout"),
+    ((2, L, D), dict(layout="half"), r"layout"),
+]
+
+
+@pytest.mark.parametrize("shape,kwargs,pattern", ROPE_VALUE_ERRORS)
+def test_rope_wrong_value_is_value_error(shape, kwargs, pattern):
+    x = fresh_x(shape=shape)
+    assert_fails(ValueError, pattern, lambda: sinpe.rope_(x, **kwargs), x)
+
+
+def test_rope_read_only_overlapping_or_one_dimensional_x_is_value_error():
+    x = fresh_x()
+    x.setflags(write=False)
+    assert_fails(ValueError, r"\bx\b.*read-only", lambda: sinpe.rope_(x), x)
+    base, views = _overlapping_views(np.float32)
+    for view in views:
+        assert_fails(ValueError, r"\bx\b.*share memory", lambda: sinpe.rope_(view), base)
+    v = fresh_x(shape=(D,))
+    assert_fails(ValueError, r"\bx\b.*ndim=1", lambda: sinpe.rope_(v), v)
+
+
+@pytest.mark.parametrize("kwargs,pattern", [(dict(offset=2**70), exact(f"offset={2**70}")),
+                                            (dict(rotary_dim=2**70), exact(f"rotary_dim={2**70}"))])
+def test_rope_integer_beyond_64_bits_is_overflow_error(kwargs, pattern):
+    x = fresh_x()
+    assert_fails(OverflowError, pattern, lambda: sinpe.rope_(x, **kwargs), x)
+
+
+@pytest.mark.parametrize("name", ["axis", "offset", "rotary_dim"])
+def test_rope_a_bool_is_not_an_integer(name):
+    x = fresh_x()
+    assert_fails(TypeError, rf"\b{name} must be an integer, not bool",
+                 lambda: sinpe.rope_(x, **{name: True}), x)
+
+
+def test_add_positions_that_do_not_broadcast_is_value_error():
+    x = fresh_x()
+    assert_fails(ValueError, r"positions has shape \(3,\).*embeddings\.shape\[:-1\] = \(2, 4\)",
+                 lambda: sinpe.add_(x, positions=np.arange(3)), x)
+    assert_fails(ValueError, r"positions.*broadcast", lambda: sinpe.add_(x, positions=np.zeros((3, 1))), x)

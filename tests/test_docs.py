@@ -23,7 +23,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from conftest import require
+from conftest import require, require_module
 
 grab_code_blocks = require("mktestdocs").grab_code_blocks
 
@@ -64,7 +64,9 @@ def test_docstring_examples(name, tmp_path):
 
 
 def test_torch_docstring_examples(torch, tmp_path):
-    for test in doctests("sinpe.torch"):
+    tests = doctests("sinpe.torch") + doctests("sinpe._torch_rotary")  # what sinpe.torch exports
+    assert {"sinpe._torch_rotary.rope_", "sinpe._torch_rotary.rope"} <= {t.name for t in tests}
+    for test in tests:
         run_doctest(test, tmp_path)
 
 
@@ -83,15 +85,17 @@ BLOCKS = python_blocks()
 
 
 def test_every_python_block_is_found():
-    # the README's examples: intro, torch drop-in, deployment paths, tensors, out=, plots,
-    # plots with ax=, show_config
-    assert sum(1 for p in BLOCKS if p.id.startswith("README.md")) == 8
+    # the README's examples: intro, torch drop-in, deployment paths, tensors, out=, rotary
+    # embeddings (NumPy, torch, the HF patch), plots, plots with ax=, show_config
+    assert sum(1 for p in BLOCKS if p.id.startswith("README.md")) == 11
 
 
 @pytest.mark.parametrize("block", BLOCKS)
 def test_python_block_runs(block, tmp_path, monkeypatch):
     if re.search(r"^\s*(import|from) torch\b|sinpe\.torch", block, re.M):
         require("torch")
+    if re.search(r"^\s*import .*\btransformers\b", block, re.M):
+        require_module("transformers")
     monkeypatch.chdir(tmp_path)
     require("matplotlib")
     import matplotlib.pyplot as plt

@@ -61,6 +61,21 @@ CHILD = textwrap.dedent(r"""
         gc.collect()
         report["traced_growth"] = tracemalloc.get_traced_memory()[0] - traced_before
         report["peak_rss_growth"] = peak_rss() - peak_before
+    elif mode == "rope":
+        # a rotation is all or nothing: it runs to its end, then Python raises
+        x = np.random.default_rng(0).standard_normal((L, d), np.float32).reshape(1, 16, -1, d)
+        want = sinpe.rope_(x.copy(), offset=3)
+        helper = interrupt_inside_next_call()
+        try:
+            go[0] = True
+            sinpe.rope_(x, offset=3)
+            report["outcome"] = "completed"
+            time.sleep(0)
+        except KeyboardInterrupt:
+            report["outcome"] = "KeyboardInterrupt"
+        helper.join()
+        sys.setswitchinterval(0.005)
+        report["all_rotated"] = bool(np.array_equal(x, want))
     else:
         out = np.full((L, d), np.nan, np.float32)
         refs = sys.getrefcount(out)
@@ -116,4 +131,16 @@ def test_ctrl_c_stops_encode_into_out_and_leaves_the_pool_idle(tmp_path):
     assert report["rows_untouched"] > L // 2, f"the kernel ran on after Ctrl-C: {report}"
     assert report["refcount_change"] == 0, report
     assert report["refill_exact"], report
+    assert report["after"] == pytest.approx(0.8414709848, abs=1e-7)
+
+
+def test_ctrl_c_during_rope_lets_it_finish_then_raises(tmp_path):
+    """A rotation takes no cancel callback (as add_): all or nothing.  Ctrl-C
+    during a 128 MiB rope_ arrives, the rotation completes (every row rotated,
+    as a second, uninterrupted call rotates them), and KeyboardInterrupt is
+    raised once the call returns."""
+    L, d = 2**18, 128
+    report = run_child("rope", L, d, tmp_path)
+    assert report["outcome"] == "KeyboardInterrupt", report
+    assert report["all_rotated"], report
     assert report["after"] == pytest.approx(0.8414709848, abs=1e-7)

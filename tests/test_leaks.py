@@ -54,6 +54,9 @@ def entry_points():
     x_ro.flags.writeable = False
     x_int = np.zeros((2, 3, 4), np.int32)
     not_array = [[0.0] * 4] * 3
+    out32 = np.zeros_like(x32)
+    positions = np.arange(40)[None, :] + np.array([[0], [100]])  # (2, 40): broadcast over nothing
+    freq = np.full(32, 0.25)
     bad_n, bad_dtype, bad_shape_out = float("nan"), np.dtype(np.int16), np.empty((3, 5))
     points = [
         ("encode float32", lambda: sinpe.encode(40, 64, base, offset=offset, dtype=f32), [f32, base]),
@@ -80,6 +83,18 @@ def entry_points():
         ("add_ bad axis", fails(ValueError, lambda: sinpe.add_(x32, axis=5)), [x32]),
         ("add_ bad scale", fails(ValueError, lambda: sinpe.add_(x32, scale=bad_n)), [x32, bad_n]),
         ("add_ unknown keyword", fails(TypeError, lambda: sinpe.add_(x32, axes=0)), [x32]),
+        ("rope_ float32", lambda: sinpe.rope_(x32, base, offset=offset, scale=scale), [x32, base, scale]),
+        ("rope_ positions broadcast", lambda: sinpe.rope_(x32, positions=positions), [x32, positions]),
+        ("rope_ exact swapped float16", lambda: sinpe.rope_(x16[..., :62], axis=0, exact=True), [x16]),
+        ("rope_ out of place, inverse", lambda: sinpe._core._rope_into(out32, x32, inverse=True),
+         [out32, x32]),
+        ("rope_ given caches", lambda: sinpe._core._rotate_by(out32, x32, x32, x32[:1]), [out32, x32]),
+        ("rope_ checks only", lambda: sinpe._core._rope_into(None, x32, freq=freq), [x32, freq]),
+        ("rope_ odd rotary_dim", fails(ValueError, lambda: sinpe.rope_(x32, rotary_dim=3)), [x32]),
+        ("rope_ positions not broadcasting", fails(ValueError, lambda: sinpe.rope_(x32, positions=freq)),
+         [x32, freq]),
+        ("rope_ read-only", fails(ValueError, lambda: sinpe.rope_(x_ro)), [x_ro]),
+        ("rope_ int array", fails(TypeError, lambda: sinpe.rope_(x_int)), [x_int]),
     ]
     if hasattr(sinpe, "set_num_threads"):
         threads = sinpe.get_num_threads()

@@ -67,6 +67,20 @@ def outputs():
             yield sinpe.add_(x.copy(), scale=scale)
             yield sinpe.add_(x.transpose(1, 0, 2).copy(), axis=0, scale=scale)
         yield sinpe.add_(x.copy(), positions=rng.integers(0, 500, (3, 70)))
+        # rotations: both layouts, axis=1, broadcast positions, partial, scaled, exact,
+        # out of place and inverse, given caches, strided and byte-swapped
+        q = rng.standard_normal((2, 5, 70, 48)).astype(dtype)
+        for layout in ("concatenated", "interleaved"):
+            yield sinpe.rope_(q.copy(), offset=-3, layout=layout)
+            yield sinpe.rope_(q.copy(), 500000.0, offset=2**20, layout=layout, exact=True)
+        yield sinpe.rope_(q.transpose(0, 2, 1, 3).copy(), axis=1, rotary_dim=32, scale=0.75)
+        yield sinpe.rope_(q.copy(), positions=rng.integers(0, 900, (2, 1, 70)))
+        swapped = np.zeros((2, 5, 70, 97), np.dtype(dtype).newbyteorder(">"))[..., 1::2]
+        swapped[...] = q
+        yield sinpe.rope_(swapped, offset=9)
+        out = np.empty_like(q)
+        yield _core._rope_into(out, q, offset=4, inverse=True, scale=1.5)
+        yield _core._rotate_by(np.empty_like(q), q, (q[:, :1] * 0.5).astype(dtype), q[:, :1])
 
 
 def fingerprint() -> str:

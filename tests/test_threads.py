@@ -39,6 +39,11 @@ def jobs():
         ("add_ batch-first", lambda: sinpe.add_(np.ones((4, 500, 64), np.float32), scale=8.0)),
         ("add_ seq-first f64", lambda: sinpe.add_(np.ones((600, 3, 50)), offset=77, axis=0)),
         ("add_ f16 swapped", lambda: sinpe.add_(np.ones((2, 800, 40), np.dtype("f2").newbyteorder()))),
+        ("rope_ heads-first", lambda: sinpe.rope_(np.ones((2, 8, 400, 64), np.float32), offset=9)),
+        ("rope_ axis=1 exact", lambda: sinpe.rope_(np.ones((2, 400, 8, 64), np.float32), axis=1,
+                                                    exact=True)),
+        ("rope_ positions", lambda: sinpe.rope_(np.ones((2, 8, 400, 64)),
+                                                positions=np.arange(400)[::-1].copy())),
     ]
 
 
@@ -73,7 +78,7 @@ def test_concurrent_calls_on_separate_arrays_match_serial():
     results = [[] for _ in range(THREADS)]
 
     def work(i):
-        order = jobs()[i % 7:] + jobs()[: i % 7]  # every thread in a different order
+        order = jobs()[i % 10:] + jobs()[: i % 10]  # every thread in a different order
         for _ in range(ROUNDS):
             for name, job in order:
                 results[i].append((name, job()))
@@ -145,11 +150,12 @@ def big_calls():
         "encode": lambda: sinpe.encode(2048, 1024),
         "encode out=": lambda: sinpe.encode(2048, 1024, out=out),
         "add_": lambda: sinpe.add_(x, scale=0.5),
+        "rope_": lambda: sinpe.rope_(x, offset=3),
     }
 
 
 @pytest.mark.skipif(not GIL_ENABLED, reason="no GIL in this free-threaded interpreter")
-@pytest.mark.parametrize("name", ["encode", "encode out=", "add_"])
+@pytest.mark.parametrize("name", ["encode", "encode out=", "add_", "rope_"])
 def test_gil_is_released_while_the_kernel_runs(name):
     call = big_calls()[name]
     call()  # first-call setup (thread pool, caches) outside the count

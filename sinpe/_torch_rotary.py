@@ -1,0 +1,436 @@
+"""sinpe.torch's rotary position embeddings (RoPE): ``rope_``, ``rope`` and
+``apply_rotary_pos_emb``, which :mod:`sinpe.torch` re-exports (use them from there).
+
+The kernel on the CPU (``sinpe.rope_`` and its private forms), torch's own ops
+with the same formula elsewhere.  sinpe.torch's helpers (which tensors the
+kernel can write, its views of their memory) are looked up there at each
+call, so that the test suite can force torch's path by replacing them; and
+sinpe.torch hands itself over when it imports this module (``_base``), so that
+neither import has to come first.
+"""
+
+import operator
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+import sinpe
+
+_base: Any = None  # sinpe.torch, set by sinpe.torch
+
+# -- rotary position embeddings ---------------------------------------------------------
+
+
+def _host_array(value: object, name: str) -> object:
+    """``positions``/``freq`` as the kernel reads them: a tensor's values as a NumPy array."""
+    if isinstance(value, torch.Tensor):  # a tensor's values
+        if value.is_complex():
+            raise TypeError(f"{name} must be real, got a tensor of dtype {value.dtype}")
+        value = value.detach().cpu()
+        if value.dtype in (torch.float16, torch.bfloat16):
+            value = value.double()
+        return value.numpy()
+    return value
+
+
+def _check_rotatable(tensor: object, name: str) -> None:
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
+    if tensor.layout is not torch.strided:
+        raise TypeError(f"{name} must be a dense (strided) tensor, got layout {tensor.layout}")
+    if tensor.dtype not in _base._DTYPES:
+        raise TypeError(f"{name} must have dtype {_base._SUPPORTED}, got {tensor.dtype}")
+
+
+class _Rotation:
+    """The arguments of one rotation, checked by sinpe and with host copies of
+    ``positions`` and ``freq``: what :func:`rope_` and :class:`_Rope` share."""
+
+    __slots__ = ("n", "offset", "axis", "positions", "layout", "freq", "rotary_dim", "scale",
+                 "exact")
+
+    def __init__(self, n: Optional[float], offset: Optional[int], axis: Optional[int],
+                 positions: object, layout: str, freq: object, rotary_dim: Optional[int],
+                 scale: float, exact: bool) -> None:
+        self.n = n
+        self.offset = offset
+        self.axis = axis
+        self.positions = None if positions is None else _host_array(positions, "positions")
+        self.layout = layout
+        self.freq = None if freq is None else _host_array(freq, "freq")
+        self.rotary_dim = rotary_dim
+        self.scale = scale
+        self.exact = exact
+
+    def kwargs(self) -> dict[str, Any]:
+        """The keywords sinpe takes, only those given (its defaults and exclusions apply)."""
+        given: dict[str, Any] = {"layout": self.layout, "rotary_dim": self.rotary_dim,
+                                 "scale": self.scale, "exact": self.exact}
+        if self.n is not None:
+            given["n"] = self.n
+        if self.freq is not None:
+            given["freq"] = self.freq
+        if self.positions is not None:
+            given["positions"] = self.positions
+        if self.offset is not None:
+            given["offset"] = self.offset
+        if self.axis is not None:
+            given["axis"] = self.axis
+        return given
+
+    def check(self, tensor: torch.Tensor) -> None:
+        """sinpe's own checks, with its messages, against ``tensor``'s shape and dtype.
+
+        The probe is a zero-stride NumPy view of one element: nothing of the
+        tensor's size is allocated, nothing is written.
+        """
+        probe = np.lib.stride_tricks.as_strided(
+            np.zeros(1, np.float64 if tensor.dtype is torch.float64 else np.float32),
+            tuple(tensor.shape), (0,) * tensor.dim())
+        sinpe._core._rope_into(None, probe, **self.kwargs())
+
+    def run(self, out: Optional[torch.Tensor], source: torch.Tensor, inverse: bool) -> None:
+        """``out`` (or ``source`` itself, in place) = the rotation of ``source``."""
+        if out is None and _base._kernel_writes(source):  # in place (never inverse)
+            sinpe.rope_(_base._kernel_view(source), **self.kwargs())
+            torch.autograd.graph.increment_version(source)
+            return
+        if out is not None and _base._kernel_writes(out) and _base._kernel_writes(source):
+            sinpe._core._rope_into(_base._kernel_view(out), _base._kernel_view(source),
+                                   inverse=inverse, **self.kwargs())
+            return
+        self.check(source)
+        if source.numel() == 0:
+            return
+        rotated = self.by_torch(source, inverse)
+        with torch.no_grad():
+            if out is None:
+                source[..., : rotated.shape[-1]].copy_(rotated)
+            else:
+                out[..., : rotated.shape[-1]].copy_(rotated)
+                out[..., rotated.shape[-1]:].copy_(source[..., rotated.shape[-1]:])
+
+    def caches(self, tensor: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """float64 ``(cos, sin)`` of sinpe, times scale, shaped to broadcast against
+        ``tensor[..., :rotary_dim]``."""
+        ndim = tensor.dim()
+        width = tensor.shape[-1] if self.rotary_dim is None else operator.index(self.rotary_dim)
+        common: dict[str, Any] = {"dtype": np.float64, "layout": self.layout}
+        if self.freq is not None:
+            common["freq"] = self.freq
+        elif self.n is not None:
+            common["n"] = self.n
+        if self.positions is None:
+            axis = operator.index(-2 if self.axis is None else self.axis) % ndim
+            offset = 0 if self.offset is None else self.offset
+            cos, sin = sinpe.rope(tensor.shape[axis], width, offset=offset, **common)
+            shape = [1] * ndim
+            shape[axis], shape[-1] = tensor.shape[axis], width
+        else:
+            positions = np.asarray(self.positions)
+            cos, sin = sinpe.rope(None, width, positions=positions, **common)
+            shape = [1] * (ndim - 1 - positions.ndim) + list(positions.shape) + [width]
+        scale = float(self.scale)
+        return (cos * scale).reshape(shape), (sin * scale).reshape(shape)
+
+    def by_torch(self, tensor: torch.Tensor, inverse: bool) -> torch.Tensor:
+        """The rotated features of ``tensor``, by torch's ops on its device: the
+        kernel's formula, with the caches rounded once to the dtype (default), or
+        in float64 with the result rounded once (exact)."""
+        cos, sin = self.caches(tensor)
+        if inverse:
+            sin = -sin
+        width = cos.shape[-1]
+        x = tensor[..., :width]
+        device = tensor.device
+        if self.exact or tensor.dtype is torch.float64:
+            c, s = (torch.from_numpy(a).to(device) for a in (cos, sin))
+            wide = x.double()
+            return _round_once(wide * c + _rotate_half(wide, self.layout) * s, tensor.dtype)
+        c, s = (_round_once(torch.from_numpy(a), tensor.dtype).to(device) for a in (cos, sin))
+        return x * c + _rotate_half(x, self.layout) * s
+
+
+def _rotate_half(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """HF's ``rotate_half`` (concatenated) or GPT-J's ``rotate_every_two`` (interleaved)."""
+    if layout == "interleaved":
+        pairs = x.reshape(*x.shape[:-1], -1, 2)
+        return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _round_once(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """float64 ``values`` rounded once (to nearest, ties to even) to ``dtype``.
+
+    torch rounds float64 to float16/bfloat16 through float32, which can round
+    twice; rounding to float32 by round-to-odd first (toward zero, the last bit
+    set when anything was dropped) makes the second rounding the only one.
+    """
+    if dtype is torch.float64 or dtype is torch.float32:
+        return values.to(dtype)
+    narrow = values.float()
+    inexact = narrow.double() != values
+    bits = narrow.view(torch.int32)
+    bits = bits - (inexact & (narrow.double().abs() > values.abs())).to(torch.int32)
+    bits = bits | inexact.to(torch.int32)
+    return bits.view(torch.float32).to(dtype)
+
+
+def _rotation_checks(tensor: object, name: str) -> None:
+    _check_rotatable(tensor, name)
+    assert isinstance(tensor, torch.Tensor)
+    if tensor.is_inference() and not torch.is_inference_mode_enabled():
+        raise ValueError(
+            f"{name} is an inference tensor and torch.inference_mode() is off: torch forbids "
+            "changing it in place; rotate inside inference_mode(), or use sinpe.torch.rope"
+        )
+
+
+def rope_(
+    tensor: torch.Tensor,
+    n: Optional[float] = None,
+    *,
+    offset: Optional[int] = None,
+    axis: Optional[int] = None,
+    positions: object = None,
+    layout: str = "concatenated",
+    freq: object = None,
+    rotary_dim: Optional[int] = None,
+    scale: float = 1.0,
+    exact: bool = False,
+) -> torch.Tensor:
+    """Apply rotary position embeddings to ``tensor`` in place: ``sinpe.rope_`` for PyTorch.
+
+    For inference (queries and keys of a forward pass without autograd); for
+    training use :func:`rope`.  Arguments as ``sinpe.rope_`` (``n`` defaults
+    to 10000, ``offset`` to 0, ``axis`` to -2; ``positions`` and ``freq`` may be
+    tensors): positions run along ``axis`` or come from ``positions``, which
+    broadcast against ``tensor.shape[:-1]`` (HF's ``position_ids[:, None, :]``
+    for ``(B, H, L, D)``).  ``tensor`` afterwards holds exactly the bits of
+    torch's ``t * C + rotate_half(t) * S``, ``C, S`` being sinpe's float64
+    caches times ``scale`` rounded once to ``tensor.dtype`` (float16/bfloat16
+    in torch's arithmetic: each operation in float32, rounded to the type);
+    with ``exact=True``, the rotation computed in float64 and rounded once.
+
+    On the CPU the kernel rotates the tensor's memory and bumps its autograd
+    version; on other devices (and for tensors whose memory the kernel cannot
+    address) torch's own ops compute the same formula on the tensor's device
+    and copy it in.
+
+    Raises, before anything is written: ``TypeError`` for a non-tensor, a
+    non-strided layout or another dtype; ``ValueError`` for a tensor that
+    requires grad (use :func:`rope`), an inference tensor outside
+    ``torch.inference_mode()``, an expanded tensor, or sinpe's bad values.
+    Returns ``tensor``.
+
+    >>> import torch, sinpe.torch
+    >>> q = torch.ones(1, 2, 3, 4)                      # (B, H, L, D)
+    >>> sinpe.torch.rope_(q, offset=5) is q
+    True
+    """
+    _rotation_checks(tensor, "tensor")
+    if tensor.requires_grad:
+        raise ValueError(
+            "tensor requires grad: rotating it in place would break autograd; use "
+            "q = sinpe.torch.rope(q, ...) instead"
+        )
+    if _base._kernel_writes(tensor):  # a decoding step's path: a few microseconds in all
+        # Only the arguments given: CPython parses each keyword passed, and at
+        # this size that costs as much as the rotation.
+        given: dict[str, Any] = {} if offset is None else {"offset": offset}
+        if n is not None:
+            given["n"] = n
+        if axis is not None:
+            given["axis"] = axis
+        if positions is not None:
+            given["positions"] = _host_array(positions, "positions")
+        if layout != "concatenated":
+            given["layout"] = layout
+        if freq is not None:
+            given["freq"] = _host_array(freq, "freq")
+        if rotary_dim is not None:
+            given["rotary_dim"] = rotary_dim
+        if scale != 1.0 or type(scale) is not float:
+            given["scale"] = scale
+        if exact is not False:
+            given["exact"] = exact
+        view = tensor.numpy() if tensor.dtype in _NUMPY_DTYPES else _base._kernel_view(tensor)
+        sinpe.rope_(view, **given)
+        torch.autograd.graph.increment_version(tensor)
+        return tensor
+    if any(
+        stride == 0 and size > 1 for size, stride in zip(tensor.shape, tensor.stride())
+    ):
+        raise ValueError(
+            f"tensor has elements that share memory (shape {list(tensor.shape)}, strides "
+            f"{list(tensor.stride())}, as from expand); writing it in place is ambiguous"
+        )
+    rotation = _Rotation(n, offset, axis, positions, layout, freq, rotary_dim, scale, exact)
+    rotation.run(None, tensor, False)
+    return tensor
+
+
+# NumPy's own view of these is the kernel's (no metadata, no detach: rope_
+# refuses tensors that require grad)
+_NUMPY_DTYPES = (torch.float32, torch.float64)
+
+
+class _Rope(torch.autograd.Function):
+    """``y = rotate(x)``; its backward pass is the rotation by the negated angles
+    (the transpose), the same kernel, itself differentiable the same way."""
+
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor, rotation: _Rotation,
+                inverse: bool) -> torch.Tensor:
+        ctx.rotation = rotation
+        ctx.inverse = inverse
+        out = torch.empty_like(tensor)
+        rotation.run(out, tensor, inverse)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        back: torch.Tensor = _Rope.apply(  # type: ignore[no-untyped-call]
+            grad, ctx.rotation, not ctx.inverse)
+        return back, None, None
+
+
+def rope(
+    tensor: torch.Tensor,
+    n: Optional[float] = None,
+    *,
+    offset: Optional[int] = None,
+    axis: Optional[int] = None,
+    positions: object = None,
+    layout: str = "concatenated",
+    freq: object = None,
+    rotary_dim: Optional[int] = None,
+    scale: float = 1.0,
+    exact: bool = False,
+) -> torch.Tensor:
+    """Rotary position embeddings out of place and differentiable: a new tensor.
+
+    The result has the bits :func:`rope_` would leave in ``tensor`` (which is
+    not changed).  Gradients flow to ``tensor``: the backward pass is the
+    rotation by the negated angles (the transpose of the forward one, ``scale``
+    included), by the same kernel on the CPU, so training works and
+    ``torch.autograd.gradcheck`` passes; higher derivatives too.  ``positions``
+    and ``freq`` are constants (no gradient).
+
+    >>> import torch, sinpe.torch
+    >>> q = torch.randn(2, 4, 8, 16, dtype=torch.float64, requires_grad=True)
+    >>> y = sinpe.torch.rope(q, offset=3)
+    >>> y.square().sum().backward()                     # a rotation keeps norms:
+    >>> torch.allclose(q.grad, 2 * q.detach())
+    True
+    """
+    _rotation_checks(tensor, "tensor")
+    rotation = _Rotation(n, offset, axis, positions, layout, freq, rotary_dim, scale, exact)
+    rotation.check(tensor)
+    out: torch.Tensor = _Rope.apply(tensor, rotation, False)  # type: ignore[no-untyped-call]
+    return out
+
+
+# -- HF's apply_rotary_pos_emb -----------------------------------------------------------
+
+
+def _rotate_half_transposed(x: torch.Tensor) -> torch.Tensor:
+    """The transpose of HF's ``rotate_half`` (its backward pass): ``cat(x2, -x1)``."""
+    half = x.shape[-1] // 2
+    return torch.cat((x[..., half:], -x[..., :half]), dim=-1)
+
+
+def _hf_by_kernel(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
+    """Whether the kernel can compute HF's formula for these tensors: the CPU, one
+    dtype of the four, an even head dimension, and caches that broadcast to ``x``'s
+    shape without enlarging it (else torch's type promotion or broadcasting would
+    make a result the kernel does not write)."""
+    if not (x.dtype in _base._DTYPES and cos.dtype is x.dtype and sin.dtype is x.dtype
+            and x.dim() >= 1 and x.shape[-1] % 2 == 0
+            and x.layout == torch.strided and cos.layout == torch.strided
+            and sin.layout == torch.strided):
+        return False
+    try:
+        broadcast = torch.broadcast_shapes
+        if (broadcast(x.shape, cos.shape) != x.shape  # type: ignore[no-untyped-call]
+                or broadcast(x.shape, sin.shape) != x.shape):  # type: ignore[no-untyped-call]
+            return False
+    except RuntimeError:
+        return False
+    return bool(_base._kernel_writes(x) and _base._kernel_writes(cos) and _base._kernel_writes(sin))
+
+
+def _hf_forward(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """``x * cos + rotate_half(x) * sin``: each output element written once by the
+    kernel, in x's arithmetic, or by HF's own expression."""
+    if _hf_by_kernel(x, cos, sin):
+        out = torch.empty_like(x)
+        if out.numel():
+            view = _base._kernel_view
+            sinpe._core._rotate_by(view(out), view(x), view(cos), view(sin))
+        return out
+    return x * cos + _rotate_half(x, "concatenated") * sin
+
+
+class _ApplyRotary(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, cos, sin)
+        return _hf_forward(x, cos, sin)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Optional[torch.Tensor], ...]:
+        x, cos, sin = ctx.saved_tensors
+        grad_x = grad_cos = grad_sin = None
+        if ctx.needs_input_grad[0]:
+            grad_x = (grad * cos + _rotate_half_transposed(grad * sin)).sum_to_size(x.shape)
+        if ctx.needs_input_grad[1]:
+            grad_cos = (grad * x).sum_to_size(cos.shape)
+        if ctx.needs_input_grad[2]:
+            grad_sin = (grad * _rotate_half(x, "concatenated")).sum_to_size(sin.shape)
+        return grad_x, grad_cos, grad_sin
+
+
+def _hf_rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad):
+        out: torch.Tensor = _ApplyRotary.apply(x, cos, sin)  # type: ignore[no-untyped-call]
+        return out
+    return _hf_forward(x, cos, sin)
+
+
+def apply_rotary_pos_emb(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    position_ids: Optional[torch.Tensor] = None,
+    unsqueeze_dim: int = 1,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """HF's ``apply_rotary_pos_emb``, bit for bit, each output written once.
+
+    Returns ``(q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin)``
+    with ``cos`` and ``sin`` unsqueezed at ``unsqueeze_dim``, exactly as
+    ``transformers``' Llama (and Qwen, Mistral, ...) compute it, for any
+    ``cos, sin`` (each column its own value, not necessarily halves that repeat).
+    On the CPU, when ``q``/``k``, ``cos`` and ``sin`` share one of the four dtypes
+    and the caches broadcast to the query's shape, sinpe's kernel writes each
+    result element once, in the tensors' arithmetic, with no temporaries; anything
+    else (other devices, mixed dtypes that torch would promote) runs HF's own
+    expression.  Differentiable: gradients reach ``q``, ``k``, ``cos`` and ``sin``
+    (by torch's ops).  ``position_ids`` is accepted and unused, as in HF.
+
+    Patch it into a model (its logits do not change)::
+
+        import transformers.models.llama.modeling_llama as llama
+        llama.apply_rotary_pos_emb = sinpe.torch.apply_rotary_pos_emb
+    """
+    del position_ids  # unused, as in HF's own function
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    return _hf_rotate(q, cos, sin), _hf_rotate(k, cos, sin)
+
+
+if _base is None:  # imported on its own: sinpe.torch imports this module and sets _base
+    import sinpe.torch  # noqa: F401,E402
