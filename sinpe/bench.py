@@ -294,10 +294,13 @@ ROPE_CASES = [((1, 32, 2048, 128), -2, "float32", 0), ((1, 32, 2048, 128), -2, "
               ((1, 32, 1, 128), -2, "float32", 2047)]
 
 
-def _hf_rotation(shape: Sequence[int], axis: int, offset: int, dtype: Any) -> Optional[Timer]:
-    """HF's own rotation of a query of this shape: LlamaRotaryEmbedding's caches for
-    the positions, then apply_rotary_pos_emb (with a one-head key, so that the
-    figure is the query's); None without transformers."""
+def _hf_rotation(shape: Sequence[int], axis: int, offset: int, dtype: Any
+                 ) -> Optional[Dict[str, Timer]]:
+    """HF's own rotation of a query of this shape: "hf", LlamaRotaryEmbedding's
+    caches for the positions, then apply_rotary_pos_emb (with a one-head key, so
+    that the figure is the query's); "hf_apply" and "sinpe_apply", HF's
+    apply_rotary_pos_emb and sinpe.torch's with those caches made beforehand, of
+    the query and a key as large.  None without transformers."""
     try:
         import torch
         from transformers import LlamaConfig
@@ -319,7 +322,11 @@ def _hf_rotation(shape: Sequence[int], axis: int, offset: int, dtype: Any) -> Op
         cos, sin = rotary(q, position_ids)
         return llama.apply_rotary_pos_emb(q, k, cos, sin)
 
-    return run
+    import sinpe.torch as st
+    cos, sin = rotary(q, position_ids)
+    key = torch.randn(q.shape).to(dtype)
+    return {"hf": run, "hf_apply": lambda: llama.apply_rotary_pos_emb(q, key, cos, sin),
+            "sinpe_apply": lambda: st.apply_rotary_pos_emb(q, key, cos, sin)}
 
 
 def _rope_cases(quick: bool) -> List[Dict[str, Any]]:
@@ -349,7 +356,13 @@ def _rope_cases(quick: bool) -> List[Dict[str, Any]]:
                 hf = _hf_rotation(shape, axis, offset, dtype)
                 if hf is not None:
                     _settle()
-                    times.update(_measure({"hf": hf}, rounds, budget / 2, inner // 10 or 1))
+                    times.update(_measure({"hf": hf["hf"]}, rounds, budget / 2, inner // 10 or 1))
+                    _settle()
+                    times.update(_measure({"sinpe_apply": hf["sinpe_apply"]}, rounds,
+                                          budget / 2, inner // 10 or 1))
+                    _settle()
+                    times.update(_measure({"hf_apply": hf["hf_apply"]}, rounds, budget / 2,
+                                          inner // 10 or 1))
                 label = f"rope_ {tuple(shape)} {dtype_name}" + (" axis=1" if axis == 1 else "")
                 results.append({"case": label, "threads": threads, "times": times})
     finally:
@@ -364,16 +377,20 @@ def _print_rope(results: List[Dict[str, Any]], header: Dict[str, Any], file: Any
           f"{header['python']}  load average "
           f"{header['load_average'][0]} -> {header['load_average'][1]}", file=file)
     print("medians; sinpe.torch.rope_ and t.mul_(1.0) timed in alternation; ratio = rope_ / "
-          "mul_; HF = its rotary_emb + apply_rotary_pos_emb", file=file)
+          "mul_; HF = its rotary_emb + apply_rotary_pos_emb; apply = apply_rotary_pos_emb of "
+          "q and k, HF's and sinpe.torch's, with the caches made", file=file)
     rows = [["case", "threads", "rope_", "t.mul_(1.0)", "ratio", "exact=True", "exact/rope_",
-             "HF", "HF/rope_"]]
+             "HF", "HF/rope_", "HF apply", "sinpe apply", "HF/sinpe apply"]]
     for r in results:
         t = r["times"]
-        hf = t.get("hf")
+        hf, hf_apply, apply = t.get("hf"), t.get("hf_apply"), t.get("sinpe_apply")
         rows.append([r["case"], str(r["threads"]), _format_time(t["sinpe"]),
                      _format_time(t["floor"]), f"{t['sinpe'] / t['floor']:.2f}x",
                      _format_time(t["exact"]), f"{t['exact'] / t['sinpe']:.2f}x",
-                     _format_time(hf) if hf else "-", f"{hf / t['sinpe']:.1f}x" if hf else "-"])
+                     _format_time(hf) if hf else "-", f"{hf / t['sinpe']:.1f}x" if hf else "-",
+                     _format_time(hf_apply) if hf_apply else "-",
+                     _format_time(apply) if apply else "-",
+                     f"{hf_apply / apply:.1f}x" if hf_apply and apply else "-"])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for n, row in enumerate(rows):
         print(" | ".join(c.ljust(w) for c, w in zip(row, widths)), file=file)
