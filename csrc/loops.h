@@ -189,7 +189,11 @@ DEFINE_ADD(add_bf16, uint16_t, float, sinpe_bfloat16_to_float, sinpe_float_to_bf
             T *y = (T *)(void *)(dst + i * dst_stride);                                       \
             const C *c = (const C *)(const void *)(cos + i * cos_stride);                     \
             const C *s = (const C *)(const void *)(sin + i * sin_stride);                     \
-            if (src == NULL) {                                                                \
+            if (src == NULL && n == 32) { /* heads of 64 and 128: unrolled, no loop per row */ \
+                name##_row(32, y, y + x_second, c, c + c_second, s, s + c_second);            \
+            } else if (src == NULL && n == 64) {                                              \
+                name##_row(64, y, y + x_second, c, c + c_second, s, s + c_second);            \
+            } else if (src == NULL) {                                                         \
                 name##_row(n, y, y + x_second, c, c + c_second, s, s + c_second);             \
             } else {                                                                          \
                 const T *x = (const T *)(const void *)(src + i * src_stride);                 \
