@@ -19,6 +19,10 @@
 
 #include "sinpe.h"
 
+/* Prefixes the pending exception's message with "name: " (the argument it
+ * came from). */
+void sinpe_prefix_error(const char *name);
+
 /* Scalars.  An integer is int-like and not a bool (NumPy's rule for shapes
  * and axes); a real is any int, float or NumPy real scalar. */
 int sinpe_integer_arg(PyObject *obj, const char *name, long long *value);
@@ -131,5 +135,10 @@ int sinpe_run_call(sinpe_call *c, const sinpe_array *out, const sinpe_array *out
 
 /* The ident of the thread that runs Python signal handlers (module exec). */
 int sinpe_find_main_thread(unsigned long *ident);
+
+/* The Python-facing rotations (module_rope.c), listed by module.c. */
+PyObject *sinpe_py_rope_(PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *sinpe_py_rope_into(PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *sinpe_py_rotate_by(PyObject *module, PyObject *args, PyObject *kwargs);
 
 #endif /* SINPE_ARGS_H */

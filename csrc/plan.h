@@ -160,6 +160,54 @@ typedef struct {
     rotation_t rot;
 } plan_t;
 
+/* Output bytes per chunk: big enough that the pool hand-off vanishes, small
+ * enough to balance two threads and to check for Ctrl-C often. */
+#define CHUNK_BYTES ((double)(256 << 10))
+/* Below this much output a call stays on one thread: waking a helper
+ * (~4 us) would cost more than it saves. */
+#define PARALLEL_MIN_BYTES ((double)(256 << 10))
+
+static inline ptrdiff_t min_ptrdiff(ptrdiff_t a, ptrdiff_t b)
+{
+    return a < b ? a : b;
+}
+
+static inline ptrdiff_t abs_ptrdiff(ptrdiff_t a)
+{
+    return a < 0 ? -a : a;
+}
+
+/* For a, b >= 1, without the overflow of (a + b - 1) / b. */
+static inline ptrdiff_t ceil_div(ptrdiff_t a, ptrdiff_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+/* x clamped to [1, most] as a count (x may be huge or not finite). */
+static inline ptrdiff_t count_in(double x, ptrdiff_t most)
+{
+    return !(x >= 1.0) ? 1 : x >= (double)most ? most : (ptrdiff_t)x;
+}
+
+/* The elements of a view's rows: dtype, byte order, column stride. */
+static inline sinpe_row_format row_format_of(const sinpe_array *a)
+{
+    const sinpe_row_format fmt = {a->dtype, a->byteswapped != 0, a->strides[a->ndim - 1], 0};
+    return fmt;
+}
+
+/* plan.c's pieces that plan_rotate.c shares: per-worker scratch (with_tiles:
+ * and a tile of tile_bytes each), and the windows cut of explicit positions. */
+int sinpe_plan_alloc_scratch(plan_t *plan, int with_tiles);
+void sinpe_plan_cut_windows(plan_t *plan);
+
+/* A rotation (plan_rotate.c): the views it reads besides out, its columns
+ * and values (SINPE_OK or SINPE_ERR_INVALID), and its cut. */
+int sinpe_plan_check_rotation_views(const sinpe_plan *p, const sinpe_array *out);
+int sinpe_plan_check_rotation(const sinpe_plan *p, const sinpe_array *out, ptrdiff_t d);
+int sinpe_plan_cut_rotation(plan_t *plan, const sinpe_plan *p, const sinpe_array *out,
+                            ptrdiff_t rows);
+
 /* Runs chunk `chunk` of the plan on worker `worker` (sinpe_chunk_fn). */
 void sinpe_plan_chunk(void *plan, ptrdiff_t chunk, int worker);
 

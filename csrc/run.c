@@ -38,15 +38,6 @@
 #include <math.h>
 #include <string.h>
 
-static ptrdiff_t min_ptrdiff(ptrdiff_t a, ptrdiff_t b)
-{
-    return a < b ? a : b;
-}
-
-static ptrdiff_t abs_ptrdiff(ptrdiff_t a)
-{
-    return a < 0 ? -a : a;
-}
 
 static const double zero_value = 0.0;
 

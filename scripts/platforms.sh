@@ -71,10 +71,8 @@ trap cleanup EXIT
 
 sources=()
 for source in "$root"/csrc/*.c; do
-  case "$(basename "$source")" in
-    module.c | args.c) ;; # the CPython binding
-    *) sources+=("$source") ;;
-  esac
+  # the CPython binding's files (args.h's users) need Python.h: not the library
+  grep -q '^#include "args.h"' "$source" || sources+=("$source")
 done
 flags=(-O3 -std=c11 -ffp-contract=off -fno-math-errno -I"$root/csrc")
 

@@ -63,7 +63,7 @@ static void *xmalloc(size_t size)
 /* ------------------------------------------------------------------ */
 /* A case: one call; its output views and inputs are made from the fields. */
 
-enum { TABLE, ADD, ROPE, GRID };
+enum { TABLE, ADD, ROPE, GRID, ROTATE };
 enum { AT_AXIS, INTS, REALS };
 
 typedef struct {
@@ -87,6 +87,8 @@ typedef struct {
     int reverse;        /* the first row axis runs backwards */
     ptrdiff_t split0;   /* grids: the first axis' width; the last gets the rest */
     int order_rev;      /* grids: the axes' columns in reverse order */
+    ptrdiff_t rotary_dim; /* rotations: the rotated columns (0: all) */
+    int exact, inverse;   /* rotations: one rounding from double; the transpose */
 } spec;
 
 #define M24 ((int64_t)1 << 24)
@@ -164,6 +166,27 @@ static const spec cases[] = {
     {"rope-bf16-ints", ROPE, SINPE_BFLOAT16, {50}, 64, .pos = INTS, .offset = 99},
     {"rope-f32-freq-far", ROPE, SINPE_FLOAT32, {50}, 62, .freq = 1, .offset = M24 - 49},
     {"rope-f32-threads", ROPE, SINPE_FLOAT32, {1000}, 128, .layout = SINPE_CONCATENATED},
+    /* rotations (rope_): every dtype, both layouts, partial, exact, scaled,
+     * the transpose, explicit and far positions, several threads */
+    {"rotate-f32", ROTATE, SINPE_FLOAT32, {40}, 64, .layout = SINPE_CONCATENATED},
+    {"rotate-f64", ROTATE, SINPE_FLOAT64, {40}, 64, .layout = SINPE_CONCATENATED},
+    {"rotate-f16", ROTATE, SINPE_FLOAT16, {40}, 64, .layout = SINPE_CONCATENATED},
+    {"rotate-bf16", ROTATE, SINPE_BFLOAT16, {40}, 64, .layout = SINPE_CONCATENATED},
+    {"rotate-f32-interleaved", ROTATE, SINPE_FLOAT32, {40}, 64},
+    {"rotate-bf16-exact", ROTATE, SINPE_BFLOAT16, {40}, 128, .layout = SINPE_CONCATENATED,
+     .exact = 1},
+    {"rotate-f16-exact-interleaved", ROTATE, SINPE_FLOAT16, {40}, 64, .exact = 1},
+    {"rotate-f32-partial", ROTATE, SINPE_FLOAT32, {40}, 80, .layout = SINPE_CONCATENATED,
+     .rotary_dim = 32},
+    {"rotate-f16-scale-inverse", ROTATE, SINPE_FLOAT16, {40}, 64, .layout = SINPE_CONCATENATED,
+     .scale = 0.7, .inverse = 1},
+    {"rotate-f32-ints-base500000", ROTATE, SINPE_FLOAT32, {60}, 64, .pos = INTS,
+     .offset = 1 << 20, .n = 500000.0, .layout = SINPE_CONCATENATED},
+    {"rotate-f64-freq-far", ROTATE, SINPE_FLOAT64, {50}, 62, .freq = 1, .offset = M24 - 49,
+     .layout = SINPE_CONCATENATED},
+    {"rotate-f32-swapped-strided", ROTATE, SINPE_FLOAT32, {30}, 64, .swap = 1, .step = 2},
+    {"rotate-f32-threads-heads", ROTATE, SINPE_FLOAT32, {8, 400}, 128, .axis = 1,
+     .layout = SINPE_CONCATENATED},
     /* grids */
     {"grid-f32", GRID, SINPE_FLOAT32, {8, 9}, 64, .split0 = 32},
     {"grid-f64-order", GRID, SINPE_FLOAT64, {8, 9}, 64, .split0 = 20, .order_rev = 1},
@@ -230,7 +253,10 @@ static void call_make(call_t *c, const spec *s)
     /* the bytes every run starts from: an add's inputs, else a pattern */
     uint64_t state = 42;
     for (size_t i = 0; i < c->bytes; i += item) {
-        const uint64_t v = s->op == ADD ? input_bits(s->dtype, &state, s->zero_scale) : UINT64_C(0x5a5a5a5a5a5a5a5a);
+        /* rotations: finite inputs (an infinity times a zero sine is a NaN) */
+        const uint64_t v = s->op == ADD      ? input_bits(s->dtype, &state, s->zero_scale)
+                           : s->op == ROTATE ? input_bits(s->dtype, &state, 1)
+                                             : UINT64_C(0x5a5a5a5a5a5a5a5a);
         for (size_t j = 0; j < item; ++j) c->init[i + (s->swap ? item - 1 - j : j)] = (char)(v >> (8 * j));
     }
     ptrdiff_t first = 0;
@@ -250,9 +276,16 @@ static void call_make(call_t *c, const spec *s)
     p->layout = s->layout;
     p->rope = s->op == ROPE;
     p->add = s->op == ADD;
+    p->rotate = s->op == ROTATE;
     if (s->op == ADD) p->scale = s->zero_scale ? 0.0 : s->scale != 0.0 ? s->scale : 1.0;
+    if (s->op == ROTATE) {
+        p->scale = s->scale != 0.0 ? s->scale : 1.0;
+        p->rotary_dim = s->rotary_dim;
+        p->exact = s->exact;
+        p->inverse = s->inverse;
+    }
     if (s->freq) {
-        p->nfreq = s->op == ROPE ? s->d / 2 : (s->d + 1) / 2;
+        p->nfreq = s->op == ROPE || s->op == ROTATE ? s->d / 2 : (s->d + 1) / 2;
         c->freq = xmalloc((size_t)p->nfreq * sizeof(double));
         for (ptrdiff_t k = 0; k < p->nfreq; ++k) c->freq[k] = 1.5 / (1.0 + 0.37 * (double)k * (double)k);
         p->freq = c->freq;

@@ -1,0 +1,290 @@
+/*
+ * sinpe._core's rotations: rope_, and the private forms sinpe.torch calls
+ * (_rope_into: out of place, by the negated angles for the backward pass, or
+ * only checked; _rotate_by: by given caches, HF's apply_rotary_pos_emb).
+ * Each parses its arguments (args.c, arrays.c) and runs the plan's rotate
+ * action through sinpe_run without the GIL.  module.c lists them.
+ */
+#include "args.h"
+
+#include <math.h>
+
+/* The arguments of a rotation by sinpe's own caches; NULL: not given. */
+typedef struct {
+    PyObject *x, *source, *n, *offset, *axis, *positions, *layout, *freq, *rotary_dim, *scale,
+        *exact, *inverse;
+} rope_args;
+
+/* A flag argument: a bool (Python's or NumPy's), as NumPy's keyword flags. */
+static int flag_arg(PyObject *obj, const char *name, int *value)
+{
+    if (obj == NULL) {
+        return 0;
+    }
+    if (!PyBool_Check(obj) && !PyArray_IsScalar(obj, Bool)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a bool, not %.200s", name,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *value = PyObject_IsTrue(obj);
+    return *value < 0 ? -1 : 0;
+}
+
+/* rotary_dim= for rows of d features: even, 2 <= r <= d; None: d itself,
+ * which must then be even. */
+static int rotary_dim_arg(PyObject *obj, Py_ssize_t d, Py_ssize_t *r)
+{
+    if (obj == NULL || obj == Py_None) {
+        if (d % 2 != 0 || d < 2) {
+            PyErr_Format(PyExc_ValueError,
+                         "x.shape[-1]=%zd is odd or < 2: RoPE rotates pairs of features; pass "
+                         "an even rotary_dim <= %zd to rotate only the first ones",
+                         d, d);
+            return -1;
+        }
+        *r = d;
+        return 0;
+    }
+    if (sinpe_size_arg(obj, "rotary_dim", r) < 0) {
+        return -1;
+    }
+    if (*r < 2 || *r > d || *r % 2 != 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "rotary_dim must be even with 2 <= rotary_dim <= x.shape[-1]=%zd, got "
+                     "rotary_dim=%zd",
+                     d, *r);
+        return -1;
+    }
+    return 0;
+}
+
+/* freq= of a rotation: r // 2 entries (the message names rotary_dim; the
+ * values are checked by sinpe_columns_arg). */
+static int rotation_freq_count(PyObject *obj, Py_ssize_t r)
+{
+    if (obj == NULL || obj == Py_None) {
+        return 0;
+    }
+    PyArrayObject *array = (PyArrayObject *)PyArray_FROM_O(obj);
+    if (array == NULL) {
+        PyErr_Clear(); /* sinpe_columns_arg reports it, with its own words */
+        return 0;
+    }
+    const int wrong = PyArray_NDIM(array) == 1 && PyArray_DIM(array, 0) != r / 2;
+    if (wrong) {
+        PyErr_Format(PyExc_ValueError,
+                     "freq has %zd entries; rotary_dim=%zd needs rotary_dim // 2 = %zd",
+                     (Py_ssize_t)PyArray_DIM(array, 0), r, r / 2);
+    }
+    Py_DECREF(array);
+    return wrong ? -1 : 0;
+}
+
+/* Parses, checks and runs a rotation of a.x (from a.source when given).
+ * Everything is checked before the kernel writes anything.  a.x None (the
+ * private form only): every check against a.source's shape and dtype, and
+ * nothing run, for sinpe.torch's rotations by torch ops. */
+static int run_rope(PyObject *module, const rope_args *given)
+{
+    /* None is "not given" for the optional arguments: sinpe.torch passes its
+     * own through as they came */
+    rope_args args = *given;
+    rope_args *a = &args;
+    PyObject **optional[] = {&a->n, &a->offset, &a->axis, &a->positions, &a->freq,
+                             &a->rotary_dim};
+    for (size_t i = 0; i < sizeof optional / sizeof optional[0]; ++i) {
+        *optional[i] = *optional[i] == Py_None ? NULL : *optional[i];
+    }
+    const int check_only = a->x == Py_None && a->source != NULL;
+    sinpe_call c;
+    SINPE_CALL_INIT(&c, module);
+    c.plan.rotate = 1;
+    c.plan.layout = SINPE_CONCATENATED;
+    long long offset = 0, axis = -2;
+    int exact = 0, inverse = 0;
+    sinpe_target x_target, source_target;
+    if ((a->n != NULL && sinpe_real_arg(a->n, "n", &c.plan.n) < 0) ||
+        (a->offset != NULL && sinpe_integer_arg(a->offset, "offset", &offset) < 0) ||
+        (a->axis != NULL && sinpe_integer_arg(a->axis, "axis", &axis) < 0) ||
+        (a->scale != NULL && sinpe_real_arg(a->scale, "scale", &c.plan.scale) < 0) ||
+        flag_arg(a->exact, "exact", &exact) < 0 || flag_arg(a->inverse, "inverse", &inverse) < 0 ||
+        (a->source != NULL && sinpe_readable_arg(a->source, "source", &source_target) < 0) ||
+        (!check_only && sinpe_writable_arg(a->x, "x", &x_target) < 0) ||
+        sinpe_check_base(c.plan.n) < 0) {
+        return -1;
+    }
+    /* their shapes and strides point into the targets, which outlive them */
+    const sinpe_array source = a->source != NULL ? source_target.array : (sinpe_array){0};
+    const sinpe_array view = check_only ? source : x_target.array;
+    if (view.ndim < 2) {
+        PyErr_Format(PyExc_ValueError,
+                     "x must have at least 2 axes (positions, features), got ndim=%d", view.ndim);
+        return -1;
+    }
+    if (a->source != NULL &&
+        (source.ndim != view.ndim || !PyArray_CompareLists(source.shape, view.shape, view.ndim) ||
+         source.dtype != view.dtype)) {
+        PyErr_SetString(PyExc_ValueError, "source must have the shape and dtype of x");
+        return -1;
+    }
+    if (a->source != NULL && !check_only &&
+        sinpe_check_disjoint(&view, "x", &source, "source") < 0) {
+        return -1;
+    }
+    if (!isfinite(c.plan.scale)) {
+        PyObject *value = PyFloat_FromDouble(c.plan.scale);
+        if (value != NULL) {
+            PyErr_Format(PyExc_ValueError, "scale must be finite, got scale=%R", value);
+            Py_DECREF(value);
+        }
+        return -1;
+    }
+    const char *positional = a->offset != NULL ? "offset" : a->axis != NULL ? "axis" : NULL;
+    if (a->positions != NULL && positional != NULL) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s and positions are exclusive (positions give every row's position), "
+                     "got %s=%R",
+                     positional, positional, a->offset != NULL ? a->offset : a->axis);
+        return -1;
+    }
+    const int nrow = view.ndim - 1;
+    Py_ssize_t r;
+    if (rotary_dim_arg(a->rotary_dim, view.shape[nrow], &r) < 0 ||
+        rotation_freq_count(a->freq, r) < 0) {
+        return -1;
+    }
+    c.plan.rotary_dim = r;
+    c.plan.exact = exact;
+    c.plan.inverse = inverse;
+    c.plan.source = a->source != NULL && !check_only ? &source : NULL;
+    int status = sinpe_columns_arg(&c, a->n, a->layout, NULL, a->freq, r, 1, 0);
+    if (status == 0 && a->positions != NULL) {
+        status = sinpe_row_positions_arg(&c, a->positions, nrow, view.shape, "x.shape[:-1] =");
+    } else if (status == 0) {
+        const long long pos_axis = axis < 0 ? axis + view.ndim : axis;
+        if (pos_axis < 0 || pos_axis >= view.ndim) {
+            PyErr_Format(PyExc_ValueError, "axis=%lld is out of range for x with %d axes", axis,
+                         view.ndim);
+            status = -1;
+        } else if (pos_axis == nrow) {
+            PyErr_Format(PyExc_ValueError,
+                         "axis=%lld names the feature axis (the last); positions must run along "
+                         "another axis",
+                         axis);
+            status = -1;
+        } else {
+            status = sinpe_range_arg(&c, (int)pos_axis, offset, view.shape[pos_axis],
+                                     "x.shape[axis]");
+        }
+    }
+    if (status == 0 && sinpe_check_angles(&c) == 0) {
+        status = check_only ? 0 : sinpe_run_call(&c, &view, NULL, 0);
+    } else {
+        status = -1;
+    }
+    sinpe_call_release(&c);
+    return status;
+}
+
+PyObject *sinpe_py_rope_(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"x", "n", "offset", "axis", "positions", "layout",
+                               "freq", "rotary_dim", "scale", "exact", NULL};
+    rope_args a = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOOOOO:rope_", keywords, &a.x, &a.n,
+                                     &a.offset, &a.axis, &a.positions, &a.layout, &a.freq,
+                                     &a.rotary_dim, &a.scale, &a.exact)) {
+        return NULL;
+    }
+    if (run_rope(module, &a) < 0) {
+        return NULL;
+    }
+    Py_INCREF(a.x);
+    return a.x;
+}
+
+/* rope_ of source into out (out of place), optionally by the negated
+ * angles (the backward pass): for sinpe.torch.rope. */
+PyObject *sinpe_py_rope_into(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"out", "source", "n", "offset", "axis", "positions",
+                               "layout", "freq", "rotary_dim", "scale", "exact", "inverse",
+                               NULL};
+    rope_args a = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O$OOOOOOOOO:_rope_into", keywords, &a.x,
+                                     &a.source, &a.n, &a.offset, &a.axis, &a.positions,
+                                     &a.layout, &a.freq, &a.rotary_dim, &a.scale, &a.exact,
+                                     &a.inverse)) {
+        return NULL;
+    }
+    if (a.source == Py_None) {
+        a.source = NULL;
+    }
+    if (run_rope(module, &a) < 0) {
+        return NULL;
+    }
+    Py_INCREF(a.x);
+    return a.x;
+}
+
+/* out = source * cos + rotate_half(source) * sin, cos and sin given and
+ * broadcast to source's shape (HF's apply_rotary_pos_emb, in the arrays'
+ * arithmetic): for sinpe.torch.apply_rotary_pos_emb. */
+PyObject *sinpe_py_rotate_by(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"out", "source", "cos", "sin", "layout", NULL};
+    PyObject *out_obj, *source_obj, *cos_obj, *sin_obj, *layout_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO|$O:_rotate_by", keywords, &out_obj,
+                                     &source_obj, &cos_obj, &sin_obj, &layout_obj)) {
+        return NULL;
+    }
+    sinpe_call c;
+    SINPE_CALL_INIT(&c, module);
+    c.plan.rotate = 1;
+    c.plan.layout = SINPE_CONCATENATED;
+    sinpe_target targets[4]; /* out, source, cos, sin */
+    ptrdiff_t strides[2][SINPE_MAX_DIMS];
+    if (sinpe_writable_arg(out_obj, "out", &targets[0]) < 0 ||
+        sinpe_readable_arg(source_obj, "source", &targets[1]) < 0 ||
+        sinpe_readable_arg(cos_obj, "cos", &targets[2]) < 0 ||
+        sinpe_readable_arg(sin_obj, "sin", &targets[3]) < 0 ||
+        sinpe_columns_arg(&c, NULL, layout_obj, NULL, NULL, 2, 1, 0) < 0) {
+        return NULL;
+    }
+    const sinpe_array view = targets[0].array, source = targets[1].array;
+    sinpe_array caches[2] = {targets[2].array, targets[3].array};
+    const Py_ssize_t d = view.ndim > 0 ? view.shape[view.ndim - 1] : 0;
+    if (view.ndim < 1 || d % 2 != 0) {
+        return PyErr_Format(PyExc_ValueError,
+                            "out must have an even number of features, got shape[-1]=%zd", d);
+    }
+    if (source.ndim != view.ndim || !PyArray_CompareLists(source.shape, view.shape, view.ndim) ||
+        source.dtype != view.dtype || caches[0].dtype != view.dtype ||
+        caches[1].dtype != view.dtype) {
+        return PyErr_Format(PyExc_ValueError,
+                            "source must have out's shape, and source, cos and sin out's dtype");
+    }
+    static const char *const names[2] = {"cos", "sin"};
+    for (int t = 0; t < 2; ++t) {
+        if (sinpe_broadcast_strides(&caches[t], names[t], view.ndim, view.shape, "out.shape =",
+                                    strides[t]) < 0 ||
+            sinpe_check_disjoint(&view, "out", &caches[t], names[t]) < 0) {
+            return NULL;
+        }
+        caches[t].ndim = view.ndim;
+        caches[t].shape = view.shape;
+        caches[t].strides = strides[t];
+    }
+    if (sinpe_check_disjoint(&view, "out", &source, "source") < 0) {
+        return NULL;
+    }
+    c.plan.source = &source;
+    c.plan.cos_cache = &caches[0];
+    c.plan.sin_cache = &caches[1];
+    if (sinpe_run_call(&c, &view, NULL, 0) < 0) {
+        return NULL;
+    }
+    Py_INCREF(out_obj);
+    return out_obj;
+}
+
