@@ -33,7 +33,7 @@ TABLES = [(5000, 512), (65536, 1024)]
 ROPE = (4096, 128)
 
 
-def _blocks(timers: Dict[str, Callable[[], object]], rounds: int, seconds: float
+def blocks_in_turn(timers: Dict[str, Callable[[], object]], rounds: int, seconds: float
             ) -> Dict[str, float]:
     """Median per-call seconds of each timer, timed in blocks that take turns;
     a block lasts about `seconds` / (rounds * timers) (at least one call)."""
@@ -92,7 +92,7 @@ def hot_path_cases(quick: bool, torch: Optional[Any], seconds: Optional[float] =
                     timers["sinpe.torch"] = lambda: st.add_(xt, axis=axis)
                     timers["torch"] = lambda: xt.add_(pet)
                 results.append({"case": label, "threads": threads,
-                                "times": _blocks(timers, rounds, seconds)})
+                                "times": blocks_in_turn(timers, rounds, seconds)})
             if torch is not None:  # bfloat16: sinpe.torch.add_ against torch's own add
                 import sinpe.torch as st
                 xb = torch.from_numpy(x).to(torch.bfloat16)
@@ -102,7 +102,7 @@ def hot_path_cases(quick: bool, torch: Optional[Any], seconds: Optional[float] =
                     timers = {"sinpe.torch": lambda: st.add_(xb, axis=axis),
                               "torch": lambda: xb.add_(peb)}
                     results.append({"case": label + " bfloat16", "threads": threads,
-                                    "times": _blocks(timers, rounds, seconds)})
+                                    "times": blocks_in_turn(timers, rounds, seconds)})
         # a decode step: one token at position 1000
         x = rng.standard_normal((1, 1, 512), dtype=np.float32)
         pe = sinpe.encode(2048, 512)
@@ -115,7 +115,7 @@ def hot_path_cases(quick: bool, torch: Optional[Any], seconds: Optional[float] =
             timers["sinpe.torch"] = lambda: st.add_(xt, offset=1000)
             timers["torch"] = lambda: xt.add_(pet[1000])
         results.append({"case": "decode step (1, 1, 512), offset=1000", "threads": everyone,
-                        "times": _blocks(timers, rounds, seconds)})
+                        "times": blocks_in_turn(timers, rounds, seconds)})
         # tables whose making is compute-bound: all threads against one
         cases: List[Any] = []
         for L, d in TABLES:
@@ -129,7 +129,7 @@ def hot_path_cases(quick: bool, torch: Optional[Any], seconds: Optional[float] =
             times = {}
             for threads in thread_counts:
                 _with_threads(threads, None)
-                times[f"{threads} threads"] = _blocks({"sinpe": fn}, rounds, seconds)["sinpe"]
+                times[f"{threads} threads"] = blocks_in_turn({"sinpe": fn}, rounds, seconds)["sinpe"]
             results.append({"case": label, "threads": everyone, "times": times})
     finally:
         sinpe.set_num_threads(everyone)

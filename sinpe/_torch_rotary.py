@@ -352,14 +352,18 @@ def _hf_by_kernel(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool
             and x.layout == torch.strided and cos.layout == torch.strided
             and sin.layout == torch.strided):
         return False
-    try:
-        broadcast = torch.broadcast_shapes
-        if (broadcast(x.shape, cos.shape) != x.shape  # type: ignore[no-untyped-call]
-                or broadcast(x.shape, sin.shape) != x.shape):  # type: ignore[no-untyped-call]
-            return False
-    except RuntimeError:
+    if not (_broadcasts_to(cos.shape, x.shape) and _broadcasts_to(sin.shape, x.shape)):
         return False
     return bool(_base._kernel_writes(x) and _base._kernel_writes(cos) and _base._kernel_writes(sin))
+
+
+def _broadcasts_to(shape: torch.Size, target: torch.Size) -> bool:
+    """Whether ``shape`` broadcasts to ``target`` without enlarging it (NumPy's rule;
+    torch.broadcast_shapes goes through its symbolic-shape machinery, which cost a
+    decoding step more than the rotation)."""
+    if len(shape) > len(target):
+        return False
+    return all(a == b or a == 1 for a, b in zip(reversed(shape), reversed(target)))
 
 
 def _hf_forward(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -51,7 +51,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 import sinpe
-from sinpe._bench_hot import hot_path_cases, print_hot_path
+from sinpe._bench_hot import blocks_in_turn, hot_path_cases, print_hot_path
 from sinpe._config import simd_label
 from sinpe.reference import table_float64
 
@@ -344,25 +344,18 @@ def _rope_cases(quick: bool) -> List[Dict[str, Any]]:
             for shape, axis, dtype_name, offset in ROPE_CASES:
                 dtype = getattr(torch, dtype_name)
                 t = torch.randn(shape).to(dtype)
-                small = t.numel() <= 1 << 16
-                rounds, budget, inner = ((30, 1.0, 2000) if small else
-                                         (15, 3.0, 1) if quick else (41, 10.0, 1))
-                _settle()
-                times = _measure({
+                # blocks taken in turn (sinpe/_bench_hot.py): torch's spinning OpenMP
+                # threads after its mul_ would steal the cores of a rope_ timed right after
+                rounds, seconds = (7, 1.0) if quick else (15, 4.0)
+                timers = {
                     "sinpe": lambda: st.rope_(t, offset=offset, axis=axis),
                     "floor": lambda: t.mul_(1.0),
                     "exact": lambda: st.rope_(t, offset=offset, axis=axis, exact=True),
-                }, rounds, budget, inner)
+                }
                 hf = _hf_rotation(shape, axis, offset, dtype)
                 if hf is not None:
-                    _settle()
-                    times.update(_measure({"hf": hf["hf"]}, rounds, budget / 2, inner // 10 or 1))
-                    _settle()
-                    times.update(_measure({"sinpe_apply": hf["sinpe_apply"]}, rounds,
-                                          budget / 2, inner // 10 or 1))
-                    _settle()
-                    times.update(_measure({"hf_apply": hf["hf_apply"]}, rounds, budget / 2,
-                                          inner // 10 or 1))
+                    timers.update(hf)
+                times = blocks_in_turn(timers, rounds, seconds)
                 label = f"rope_ {tuple(shape)} {dtype_name}" + (" axis=1" if axis == 1 else "")
                 results.append({"case": label, "threads": threads, "times": times})
     finally:
@@ -376,7 +369,7 @@ def _print_rope(results: List[Dict[str, Any]], header: Dict[str, Any], file: Any
     print(f"sinpe {header['sinpe']}  numpy {header['numpy']}  torch {header['torch']}  "
           f"{header['python']}  load average "
           f"{header['load_average'][0]} -> {header['load_average'][1]}", file=file)
-    print("medians; sinpe.torch.rope_ and t.mul_(1.0) timed in alternation; ratio = rope_ / "
+    print("medians of blocks taken in turn; ratio = rope_ / "
           "mul_; HF = its rotary_emb + apply_rotary_pos_emb; apply = apply_rotary_pos_emb of "
           "q and k, HF's and sinpe.torch's, with the caches made", file=file)
     rows = [["case", "threads", "rope_", "t.mul_(1.0)", "ratio", "exact=True", "exact/rope_",

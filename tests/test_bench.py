@@ -29,14 +29,14 @@ def test_first_line_names_the_cpu_and_the_simd_level(monkeypatch, capsys):
 
 def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsys, torch):
     """--rope: one row per case and thread count (the timings stubbed: quick)."""
-    monkeypatch.setattr(bench, "_measure", lambda timers, *a, **k: {n: 1e-3 for n in timers})
-    monkeypatch.setattr(bench, "_settle", lambda: None)
+    monkeypatch.setattr(bench, "blocks_in_turn", lambda timers, *a, **k: {n: 1e-3 for n in timers})
     assert bench.main(["--rope", "--quick"]) == 0
     out = capsys.readouterr().out
     threads = sorted({1, sinpe.get_num_threads()})
     for shape, axis, dtype, _ in bench.ROPE_CASES:
         label = f"rope_ {tuple(shape)} {dtype}" + (" axis=1" if axis == 1 else "")
         assert out.count(label + " ") == len(threads), (label, out)
+    assert "HF/sinpe apply" in out
 
 
 def test_floor_script_times_every_loop_and_both_formulas_keep_the_float32_promise(tmp_path):
