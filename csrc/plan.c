@@ -272,10 +272,23 @@ static int make_group(plan_t *plan, const sinpe_plan *p, const sinpe_array *cons
 static void find_made_rows(plan_t *plan, const sinpe_plan *p, const sinpe_array *out)
 {
     const group_t *g = &plan->groups[0];
-    if (!plan->adding || g->axis < 0 || p->freq != NULL || g->table == NULL) {
+    if (!plan->adding || p->freq != NULL || g->table == NULL) {
         return;
     }
     const sinpe_rows_key key = {p->schedule, p->n, plan->d, p->layout, out->dtype};
+    if (g->axis < 0) { /* integer positions, one per row: a kept table covering them all */
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        for (ptrdiff_t i = 0; plan->ints != NULL && i < g->outer_count; ++i) {
+            if (plan->padding == NULL || !plan->padding[i]) {
+                lo = plan->ints[i] < lo ? plan->ints[i] : lo;
+                hi = plan->ints[i] > hi ? plan->ints[i] : hi;
+            }
+        }
+        if (lo <= hi) {
+            plan->made = sinpe_rows_find(&key, lo, hi - lo + 1);
+        }
+        return; /* never made for them: a repeated range is what a kept table serves */
+    }
     plan->made = sinpe_rows_find(&key, g->offset, g->outer_count);
     if (plan->made != NULL || !sinpe_rows_wanted(&key, g->offset, g->outer_count)) {
         return;
@@ -394,8 +407,9 @@ void sinpe_plan_cut_windows(plan_t *plan)
     plan->length = g->outer.shape[g->outer.naxes - 1];
     plan->leads = g->outer_count / plan->length;
     /* half the tile, so that positions shifted between sequences (left
-     * padding) still fit one range */
-    plan->window = count_in((double)(plan->tile_rows / 2), plan->length);
+     * padding) still fit one range; a kept table holds them all */
+    plan->window = plan->made != NULL ? plan->length
+                                      : count_in((double)(plan->tile_rows / 2), plan->length);
     plan->windows = ceil_div(plan->length, plan->window);
     const double busy = ceil(4.0 * plan->threads / ((double)plan->windows * (double)g->ntiles));
     plan->per_part = ceil_div(plan->leads, count_in(plan->threads > 1 ? busy : 1.0, plan->leads));

@@ -140,6 +140,32 @@ static int block_run(const plan_t *plan, const group_t *g, ptrdiff_t i, ptrdiff_
     return run;
 }
 
+/* Whether the 32 rows after the whole block of rows i .. i + 31 (positions
+ * p .. p + 31) hold the next block, p + 32 .. p + 63, at the same stride:
+ * always for range positions with rows left, and for explicit positions
+ * that count up along the last row axis (packed sequences). */
+static int next_block_follows(const plan_t *plan, const group_t *g, ptrdiff_t i, ptrdiff_t i1,
+                              int64_t p, const cursor_t *oc)
+{
+    if (i + 2 * SINPE_BLOCK_ROWS > i1) {
+        return 0;
+    }
+    if (g->axis >= 0) {
+        return 1;
+    }
+    const int last = g->outer.naxes - 1;
+    if (g->outer.shape[last] - oc->index[last] < 2 * SINPE_BLOCK_ROWS) {
+        return 0;
+    }
+    for (ptrdiff_t k = SINPE_BLOCK_ROWS; k < 2 * SINPE_BLOCK_ROWS; ++k) {
+        if (plan->ints != NULL ? plan->ints[i + k] != p + k
+                               : plan->reals[i + k] != (double)(p + k)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Stores outer rows i0 .. i1 - 1 times inner rows j0 .. j1 - 1 of group g,
  * frequencies of tile `tile`. */
 static void store_range(const plan_t *plan, const group_t *g, int worker, ptrdiff_t tile,
@@ -170,8 +196,8 @@ static void store_range(const plan_t *plan, const group_t *g, int worker, ptrdif
         }
         const int r = (int)(p - p0);
         int run = is_int ? block_run(plan, g, i, i1, p, r, &oc) : 0, blocks = 1;
-        if (run == SINPE_BLOCK_ROWS && g->axis >= 0 && g->table != NULL && s.s0 == s.sin &&
-            i + 2 * SINPE_BLOCK_ROWS <= i1) { /* and the next block: one pass over the steps */
+        if (run == SINPE_BLOCK_ROWS && g->table != NULL && s.s0 == s.sin &&
+            next_block_follows(plan, g, i, i1, p, &oc)) { /* one pass over the steps */
             sinpe_anchor_sincos(g->table, p0 + SINPE_BLOCK_ROWS, k0, k1, s.sin + (k1 - k0),
                                 s.cos + (k1 - k0));
             run = 2 * SINPE_BLOCK_ROWS;
@@ -339,9 +365,9 @@ static void fill_tile(const plan_t *plan, const group_t *g, int worker, ptrdiff_
     }
 }
 
-/* The made table's rows (plan->made) as a tile whose slot 0 is outer row
- * i0: every column in one run. */
-static void made_tile(const plan_t *plan, ptrdiff_t i0, tile_t *t)
+/* The made table's rows (plan->made) as a tile whose slot 0 is position
+ * `first`: every column in one run. */
+static void made_tile(const plan_t *plan, int64_t first, tile_t *t)
 {
     const sinpe_rows *made = plan->made;
     t->fmt = (sinpe_row_format){made->key.dtype, 0, 0, 0};
@@ -351,7 +377,7 @@ static void made_tile(const plan_t *plan, ptrdiff_t i0, tile_t *t)
     t->nruns = 1;
     t->runs[0].col = 0, t->runs[0].off = 0, t->runs[0].count = plan->d;
     t->row_bytes = (ptrdiff_t)made->row_bytes;
-    t->data = made->data + (plan->groups[0].offset + i0 - made->first) * t->row_bytes;
+    t->data = made->data + (first - made->first) * t->row_bytes;
 }
 
 /* rows of the array from x (stride x_stride) += tile rows from `slot`
@@ -385,7 +411,7 @@ static void add_span(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_t i
     const group_t *g = &plan->groups[0];
     tile_t t;
     if (plan->made != NULL) {
-        made_tile(plan, i0, &t);
+        made_tile(plan, g->offset + i0, &t);
     } else {
         tile_layout(plan, g, worker, tile, &t);
         fill_tile(plan, g, worker, tile, &t, 0, 1, g->offset + i0, i1 - i0, 0.0);
@@ -441,7 +467,7 @@ static void add_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_t
     const group_t *g = &plan->groups[0];
     const ptrdiff_t length = plan->length;
     int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (ptrdiff_t b = b0; b < b1; ++b) {
+    for (ptrdiff_t b = b0; plan->made == NULL && b < b1; ++b) {
         for (ptrdiff_t i = b * length + l0; i < b * length + l1; ++i) {
             int64_t p;
             double x;
@@ -451,11 +477,19 @@ static void add_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_t
             }
         }
     }
-    const int ranged = lo <= hi && hi - lo < plan->tile_rows;
     tile_t t;
-    tile_layout(plan, g, worker, tile, &t);
-    if (ranged) {
-        fill_tile(plan, g, worker, tile, &t, 0, 1, lo, hi - lo + 1, 0.0);
+    int ranged;
+    if (plan->made != NULL) { /* it holds every row's position (plan.c) */
+        lo = plan->made->first;
+        hi = lo + plan->made->count - 1;
+        ranged = 1;
+        made_tile(plan, lo, &t);
+    } else {
+        ranged = lo <= hi && hi - lo < plan->tile_rows;
+        tile_layout(plan, g, worker, tile, &t);
+        if (ranged) {
+            fill_tile(plan, g, worker, tile, &t, 0, 1, lo, hi - lo + 1, 0.0);
+        }
     }
     const int last = g->outer.naxes - 1;
     const ptrdiff_t stride = g->outer.bstride[0][last];

@@ -205,3 +205,26 @@ def test_a_decoding_loop_one_row_per_call_gets_the_table_rows():
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_explicit_positions_inside_a_kept_table_are_added_from_it():
+    """add_(positions=) uses a kept table that holds every position it is given
+    (it never keeps one for them): the bits of a made table, padding respected."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((6, 200, 64)).astype(np.float32)
+    for _ in range(2):
+        sinpe.add_(x.copy())  # keeps the table of positions 0 .. 199
+    assert kept()[0] == 1
+    table = sinpe.encode(400, 64)
+    positions = rng.integers(0, 200, (6, 200))
+    positions[2] = np.arange(200) - 9  # left padding: the negative rows are padded
+    padding = positions < 0
+    y = x.copy()
+    sinpe.add_(y, positions=positions, padding=padding)
+    want = np.where(padding[..., None], x, x + table[np.clip(positions, 0, None)])
+    np.testing.assert_array_equal(y, want)
+    far = positions + 150  # beyond the kept table: made per window instead
+    z = x.copy()
+    sinpe.add_(z, positions=far)
+    np.testing.assert_array_equal(z, x + table[far])
+    assert kept()[0] == 1

@@ -322,10 +322,10 @@ def test_table_cache_churn_from_many_threads():
 @pytest.mark.parametrize("layout", ["interleaved", "concatenated"])
 @pytest.mark.parametrize("d", [64, 37, 2 * 600])
 def test_two_blocks_per_pass_are_the_rows_made_one_by_one(dtype, layout, d):
-    """Range positions make two whole 32-row blocks per pass over the steps;
-    explicit positions make each row alone.  Same bits, whatever the block
-    alignment (offset), the odd width, the frequency tiles, the format of
-    out= or the thread count."""
+    """Range positions (and explicit ones that count up) make two whole 32-row
+    blocks per pass over the steps; positions that count down make each row
+    alone.  Same bits, whatever the block alignment (offset), the odd width,
+    the frequency tiles, the format of out= or the thread count."""
     dtype = np.dtype(dtype) if dtype != "bfloat16" else np.dtype(require("ml_dtypes").bfloat16)
     before = sinpe.get_num_threads()
     try:
@@ -333,10 +333,12 @@ def test_two_blocks_per_pass_are_the_rows_made_one_by_one(dtype, layout, d):
             sinpe.set_num_threads(threads)
             L = 300 if d < 1000 else 200
             positions = np.arange(offset, offset + L)
-            alone = sinpe.encode_at(positions, d, dtype=dtype, layout=layout)
+            alone = sinpe.encode_at(positions[::-1], d, dtype=dtype, layout=layout)[::-1]
             what = f"threads={threads} offset={offset}"
             assert_bits_equal(sinpe.encode(L, d, dtype=dtype, layout=layout, offset=offset),
                               alone, what)
+            assert_bits_equal(sinpe.encode_at(positions, d, dtype=dtype, layout=layout),
+                              alone, what + " explicit, counting up")
             swapped = np.empty((L, d), dtype.newbyteorder())
             sinpe.encode(L, d, layout=layout, offset=offset, out=swapped)
             assert_bits_equal(swapped.astype(dtype), alone, what + " swapped")
