@@ -307,6 +307,25 @@ int sinpe_columns_arg(sinpe_call *c, PyObject *n_obj, PyObject *layout_obj, PyOb
     return 0;
 }
 
+int sinpe_axis_positions_arg(sinpe_call *c, const sinpe_array *view, const char *name,
+                             long long axis, long long offset, const char *rows_name)
+{
+    const long long pos_axis = axis < 0 ? axis + view->ndim : axis;
+    if (pos_axis < 0 || pos_axis >= view->ndim) {
+        PyErr_Format(PyExc_ValueError, "axis=%lld is out of range for %s with %d axes", axis,
+                     name, view->ndim);
+        return -1;
+    }
+    if (pos_axis == view->ndim - 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "axis=%lld names the feature axis (the last); positions must run along "
+                     "another axis",
+                     axis);
+        return -1;
+    }
+    return sinpe_range_arg(c, (int)pos_axis, offset, view->shape[pos_axis], rows_name);
+}
+
 int sinpe_range_arg(sinpe_call *c, int axis, long long offset, Py_ssize_t rows,
                     const char *rows_name)
 {

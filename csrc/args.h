@@ -79,6 +79,11 @@ typedef struct {
  * widths and no schedule.  allow_sines_first: the layout only grids have. */
 int sinpe_columns_arg(sinpe_call *c, PyObject *n_obj, PyObject *layout_obj, PyObject *schedule_obj,
                       PyObject *freq_obj, Py_ssize_t d, int rope, int allow_sines_first);
+/* Range positions along `axis` (Python's: negative counts from the end; not
+ * the last, the features) of view from offset: messages name the array
+ * `name` and its length `rows_name`. */
+int sinpe_axis_positions_arg(sinpe_call *c, const sinpe_array *view, const char *name,
+                             long long axis, long long offset, const char *rows_name);
 /* Range positions offset + i along axis `axis` of `rows` rows. */
 int sinpe_range_arg(sinpe_call *c, int axis, long long offset, Py_ssize_t rows,
                     const char *rows_name);

@@ -141,13 +141,15 @@ static void fill_target(sinpe_target *target, char *data, sinpe_dtype code, PyAr
     target->scalar_type = (PyObject *)descr->typeobj;
 }
 
-int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_target *target)
+/* An array argument, as the kernel will see it: written in place (writing:
+ * writeable, no two elements sharing memory) or only read. */
+static int array_target(PyObject *obj, const char *name, sinpe_target *target, int writing)
 {
     if (!PyArray_Check(obj)) {
-        PyErr_Format(PyExc_TypeError,
-                     "%s must be a numpy.ndarray written in place, not %.200s "
-                     "(for a torch tensor use sinpe.torch, or pass tensor.numpy())",
-                     name, Py_TYPE(obj)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s must be a numpy.ndarray%s, not %.200s%s", name,
+                     writing ? " written in place" : "", Py_TYPE(obj)->tp_name,
+                     writing ? " (for a torch tensor use sinpe.torch, or pass tensor.numpy())"
+                             : "");
         return -1;
     }
     PyArrayObject *array = (PyArrayObject *)obj;
@@ -157,9 +159,9 @@ int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_target *target)
     sinpe_dtype code;
     int status = -1;
     if (dtype_code(descr, &code, &target->torch_scalar) < 0) {
-        PyErr_Format(PyExc_TypeError, "%s has dtype %R; sinpe writes only %s", name,
-                     (PyObject *)descr, supported_dtypes);
-    } else if (!PyArray_ISWRITEABLE(array)) {
+        PyErr_Format(PyExc_TypeError, "%s has dtype %R; sinpe %s only %s", name,
+                     (PyObject *)descr, writing ? "writes" : "reads", supported_dtypes);
+    } else if (writing && !PyArray_ISWRITEABLE(array)) {
         PyErr_Format(PyExc_ValueError, "%s is read-only", name);
     } else if (PyArray_NDIM(array) > SINPE_MAX_DIMS) { /* NumPy's own limit: cannot happen */
         PyErr_Format(PyExc_ValueError, "%s has %d axes; at most %d are supported", name,
@@ -167,7 +169,7 @@ int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_target *target)
     } else {
         fill_target(target, PyArray_BYTES(array), code, descr, PyArray_NDIM(array),
                     PyArray_DIMS(array), PyArray_STRIDES(array));
-        if (!elements_are_distinct(&target->array, PyDataType_ELSIZE(descr))) {
+        if (writing && !elements_are_distinct(&target->array, PyDataType_ELSIZE(descr))) {
             PyErr_Format(PyExc_ValueError,
                          "%s has elements that share memory (a zero or overlapping stride, as "
                          "from as_strided or tensor.expand); writing it in place is ambiguous",
@@ -180,36 +182,16 @@ int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_target *target)
     return status;
 }
 
-int sinpe_readable_arg(PyObject *obj, const char *name, sinpe_target *target)
+int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_target *target)
 {
-    if (!PyArray_Check(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s must be a numpy.ndarray, not %.200s", name,
-                     Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    PyArrayObject *array = (PyArrayObject *)obj;
-    /* Everything read from one descriptor, held: setting .dtype replaces it */
-    PyArray_Descr *descr = PyArray_DESCR(array);
-    Py_INCREF(descr);
-    sinpe_dtype code;
-    int status = -1;
-    if (dtype_code(descr, &code, &target->torch_scalar) < 0) {
-        PyErr_Format(PyExc_TypeError, "%s has dtype %R; sinpe reads only %s", name,
-                     (PyObject *)descr, supported_dtypes);
-    } else if (PyArray_NDIM(array) > SINPE_MAX_DIMS) { /* NumPy's own limit: cannot happen */
-        PyErr_Format(PyExc_ValueError, "%s has %d axes; at most %d are supported", name,
-                     PyArray_NDIM(array), SINPE_MAX_DIMS);
-    } else {
-        fill_target(target, PyArray_BYTES(array), code, descr, PyArray_NDIM(array),
-                    PyArray_DIMS(array), PyArray_STRIDES(array));
-        status = 0;
-    }
-    Py_DECREF(descr);
-    return status;
+    return array_target(obj, name, target, 1);
 }
 
+int sinpe_readable_arg(PyObject *obj, const char *name, sinpe_target *target)
+{
+    return array_target(obj, name, target, 0);
+}
 
-/* The expected shape for a message: `expected`, or the tuple of dims. */
 int sinpe_tensor_arg(PyObject *address_obj, PyObject *shape_obj, PyObject *strides_obj,
                      PyObject *dtype_obj, const char *name, sinpe_target *target)
 {

@@ -98,21 +98,7 @@ static int add_into(sinpe_call *c, const sinpe_array *view, const add_names *nam
     if (status == 0 && positions_obj != Py_None) { /* per-token positions, broadcast: no axis */
         status = sinpe_row_positions_arg(c, positions_obj, nrow, view->shape, names->row_shape);
     } else if (status == 0) {
-        const long long pos_axis = axis < 0 ? axis + view->ndim : axis;
-        if (pos_axis < 0 || pos_axis >= view->ndim) {
-            PyErr_Format(PyExc_ValueError, "axis=%lld is out of range for %s with %d axes", axis,
-                         name, view->ndim);
-            status = -1;
-        } else if (pos_axis == nrow) {
-            PyErr_Format(PyExc_ValueError,
-                         "axis=%lld names the feature axis (the last); positions must run along "
-                         "another axis",
-                         axis);
-            status = -1;
-        } else {
-            status = sinpe_range_arg(c, (int)pos_axis, offset, view->shape[pos_axis],
-                                     names->rows);
-        }
+        status = sinpe_axis_positions_arg(c, view, name, axis, offset, names->rows);
     }
     if (status == 0 && padding_obj != Py_None) {
         status = sinpe_padding_arg(c, padding_obj, nrow, view->shape, names->row_shape);

@@ -161,21 +161,7 @@ static int run_rope(PyObject *module, const rope_args *given)
     if (status == 0 && a->positions != NULL) {
         status = sinpe_row_positions_arg(&c, a->positions, nrow, view.shape, "x.shape[:-1] =");
     } else if (status == 0) {
-        const long long pos_axis = axis < 0 ? axis + view.ndim : axis;
-        if (pos_axis < 0 || pos_axis >= view.ndim) {
-            PyErr_Format(PyExc_ValueError, "axis=%lld is out of range for x with %d axes", axis,
-                         view.ndim);
-            status = -1;
-        } else if (pos_axis == nrow) {
-            PyErr_Format(PyExc_ValueError,
-                         "axis=%lld names the feature axis (the last); positions must run along "
-                         "another axis",
-                         axis);
-            status = -1;
-        } else {
-            status = sinpe_range_arg(&c, (int)pos_axis, offset, view.shape[pos_axis],
-                                     "x.shape[axis]");
-        }
+        status = sinpe_axis_positions_arg(&c, &view, "x", axis, offset, "x.shape[axis]");
     }
     if (status == 0 && sinpe_check_angles(&c) == 0) {
         status = check_only ? 0 : sinpe_run_call(&c, &view, NULL, 0);
