@@ -229,17 +229,8 @@ static void rotate_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrdif
 {
     const group_t *g = &plan->groups[0];
     const ptrdiff_t length = plan->length;
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (ptrdiff_t b = b0; b < b1; ++b) {
-        for (ptrdiff_t i = b * length + l0; i < b * length + l1; ++i) {
-            int64_t p;
-            double x;
-            if (position_of(plan, g, i, &p, &x)) {
-                lo = p < lo ? p : lo;
-                hi = p > hi ? p : hi;
-            }
-        }
-    }
+    int64_t lo, hi;
+    window_range(plan, g, l0, l1, b0, b1, &lo, &hi);
     const int ranged = lo <= hi && hi - lo < plan->tile_rows;
     rot_tile_t t;
     tile_layout(plan, g, worker, tile, &t);

@@ -466,17 +466,7 @@ static void add_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_t
 {
     const group_t *g = &plan->groups[0];
     const ptrdiff_t length = plan->length;
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (ptrdiff_t b = b0; plan->made == NULL && b < b1; ++b) {
-        for (ptrdiff_t i = b * length + l0; i < b * length + l1; ++i) {
-            int64_t p;
-            double x;
-            if ((plan->padding == NULL || !plan->padding[i]) && position_of(plan, g, i, &p, &x)) {
-                lo = p < lo ? p : lo;
-                hi = p > hi ? p : hi;
-            }
-        }
-    }
+    int64_t lo, hi;
     tile_t t;
     int ranged;
     if (plan->made != NULL) { /* it holds every row's position (plan.c) */
@@ -485,6 +475,7 @@ static void add_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_t
         ranged = 1;
         made_tile(plan, lo, &t);
     } else {
+        window_range(plan, g, l0, l1, b0, b1, &lo, &hi);
         ranged = lo <= hi && hi - lo < plan->tile_rows;
         tile_layout(plan, g, worker, tile, &t);
         if (ranged) {

@@ -133,4 +133,24 @@ static inline int position_of(const plan_t *plan, const group_t *g, ptrdiff_t i,
     return *x == (double)*p; /* integral: the integer path, bits of the table */
 }
 
+/* The integer positions of window [l0, l1) of the innermost row axis in the
+ * leading rows b0 .. b1 - 1 (padded rows left out): [*lo, *hi], or lo > hi
+ * when there is none. */
+static inline void window_range(const plan_t *plan, const group_t *g, ptrdiff_t l0, ptrdiff_t l1,
+                                ptrdiff_t b0, ptrdiff_t b1, int64_t *lo, int64_t *hi)
+{
+    const ptrdiff_t length = plan->length;
+    *lo = INT64_MAX, *hi = INT64_MIN;
+    for (ptrdiff_t b = b0; b < b1; ++b) {
+        for (ptrdiff_t i = b * length + l0; i < b * length + l1; ++i) {
+            int64_t p;
+            double x;
+            if ((plan->padding == NULL || !plan->padding[i]) && position_of(plan, g, i, &p, &x)) {
+                *lo = p < *lo ? p : *lo;
+                *hi = p > *hi ? p : *hi;
+            }
+        }
+    }
+}
+
 #endif /* SINPE_WALK_H */
