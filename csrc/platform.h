@@ -453,4 +453,54 @@ static inline void sinpe_at_fork(void (*prepare)(void), void (*parent)(void), vo
 }
 #endif
 
+/* ------------------------------------------------------------------ */
+/* Memory straight from the OS, page aligned, and given back to it when
+ * freed: the kept tables (row_cache.c).  From malloc, glibc's dynamic mmap
+ * threshold (raised by every large free) can place a large table inside the
+ * heap, where its pages stay resident after the free, so clear_cache would
+ * not shrink the process.  Under AddressSanitizer malloc is kept, so that
+ * its redzones still guard the table's ends. */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SINPE_PAGES_FROM_MALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SINPE_PAGES_FROM_MALLOC 1
+#endif
+#endif
+
+#if defined(SINPE_PAGES_FROM_MALLOC)
+#include <stdlib.h>
+static inline void *sinpe_pages_alloc(size_t bytes)
+{
+    return malloc(bytes);
+}
+static inline void sinpe_pages_free(void *pages, size_t bytes)
+{
+    (void)bytes;
+    free(pages);
+}
+#elif defined(_WIN32)
+static inline void *sinpe_pages_alloc(size_t bytes)
+{
+    return VirtualAlloc(NULL, bytes, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
+}
+static inline void sinpe_pages_free(void *pages, size_t bytes)
+{
+    (void)bytes;
+    VirtualFree(pages, 0, MEM_RELEASE);
+}
+#else
+#include <sys/mman.h>
+static inline void *sinpe_pages_alloc(size_t bytes)
+{
+    void *pages = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return pages == MAP_FAILED ? NULL : pages;
+}
+static inline void sinpe_pages_free(void *pages, size_t bytes)
+{
+    (void)munmap(pages, bytes);
+}
+#endif
+
 #endif /* SINPE_PLATFORM_H */

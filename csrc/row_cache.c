@@ -5,7 +5,6 @@
  */
 #include "platform.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 #include "elements.h"
@@ -40,9 +39,15 @@ static size_t table_bytes(const sinpe_rows_key *key, int64_t count, size_t *row_
     return sinpe_mul_overflow(*row_bytes, (size_t)count, &bytes) ? SIZE_MAX : bytes;
 }
 
+/* The header, then the data on a cache line. */
+static size_t rows_header(void)
+{
+    return (sizeof(sinpe_rows) + 63) / 64 * 64;
+}
+
 static void rows_free(sinpe_rows *rows)
 {
-    free(rows);
+    sinpe_pages_free(rows, rows_header() + rows->bytes);
 }
 
 sinpe_rows *sinpe_rows_find(const sinpe_rows_key *key, int64_t first, int64_t count)
@@ -91,12 +96,11 @@ sinpe_rows *sinpe_rows_new(const sinpe_rows_key *key, int64_t first, int64_t cou
 {
     size_t row_bytes;
     const size_t bytes = table_bytes(key, count, &row_bytes);
-    /* the data after the header, on a cache line (as malloc aligns it) */
-    const size_t header = (sizeof(sinpe_rows) + 63) / 64 * 64;
     if (bytes > SINPE_ROW_CACHE_MAX_BYTES) {
         return NULL;
     }
-    sinpe_rows *rows = malloc(header + bytes + 64);
+    /* pages of their own: clear_cache gives them back (platform.h) */
+    sinpe_rows *rows = sinpe_pages_alloc(rows_header() + bytes);
     if (rows == NULL) {
         return NULL;
     }
@@ -105,8 +109,7 @@ sinpe_rows *sinpe_rows_new(const sinpe_rows_key *key, int64_t first, int64_t cou
     rows->count = count;
     rows->row_bytes = row_bytes;
     rows->bytes = bytes;
-    char *data = (char *)rows + header;
-    rows->data = data + (64 - (uintptr_t)data % 64) % 64;
+    rows->data = (char *)rows + rows_header(); /* a cache line (malloc's 16 bytes under ASan) */
     rows->refs = 1;
     rows->last_use = 0;
     return rows;
