@@ -13,8 +13,8 @@
  * Checked here, on each platform alone (exit status 1, "FAIL" on stderr):
  * every case gives the same bytes on 1, 2 and 3 threads; the streaming
  * stores of a large table give the bytes of plain stores; threads calling
- * sinpe_run at once, sharing and evicting cached frequency tables, each
- * get the bytes of the same call made alone.
+ * sinpe_run at once, sharing and evicting cached frequency tables and
+ * sharing kept add tables, each get the bytes of the same call made alone.
  *
  * Plain C11 and sinpe.h only, so that it builds wherever the library does.
  * Whole buffers are hashed, the gaps of strided views included: a write
@@ -396,10 +396,12 @@ static void run_large(void)
     call_free(&c);
 }
 
-/* Concurrent callers: each thread makes rounds of calls, small ones and
- * ones over the pool's threshold, then many tiny ones (the cache's lookups
- * and releases back to back), of more widths than the frequency cache
- * holds (8), so that threads share its tables while others evict them. */
+/* Concurrent callers: each thread makes rounds of calls, tables over the
+ * pool's threshold and adds whose tables the row cache keeps and shares
+ * (8 of them, as many as it has slots), then many tiny tables (the
+ * frequency cache's lookups and releases back to back), of more widths
+ * than the frequency cache holds (8), so that threads share its tables
+ * while others evict them. */
 #define CALLERS 4
 #define ROUNDS 6
 #define TINY_ROUNDS 25
@@ -408,7 +410,12 @@ static const ptrdiff_t conc_d[] = {16, 48, 64, 96, 128, 200, 256, 320, 384, 512,
 
 static spec conc_spec(int k, int tiny)
 {
-    const spec s = {"concurrent", TABLE, SINPE_FLOAT32, {tiny ? 2 : k % 3 == 0 ? 1000 : 24}, conc_d[k],
+    if (!tiny && k % 3 != 0) { /* adds of over 16 KB: kept on a second request, then shared */
+        const spec s = {"concurrent-add", ADD, SINPE_FLOAT32, {300}, conc_d[k], .layout = (sinpe_layout)(k % 2),
+                        .offset = 100 * k};
+        return s;
+    }
+    const spec s = {"concurrent", TABLE, SINPE_FLOAT32, {tiny ? 2 : 1000}, conc_d[k],
                     .layout = (sinpe_layout)(k % 2)};
     return s;
 }
