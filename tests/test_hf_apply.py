@@ -1,0 +1,224 @@
+"""sinpe's apply functions against transformers' own, family by family.
+
+* ``sinpe.torch.apply_rotary_pos_emb`` (transformers 5's signature: the fifth
+  positional argument is ``unsqueeze_dim``; partial caches; ``k=None``; mixed
+  dtypes) gives the bits, dtype, shape and strides of the HF function it stands
+  for: Llama's for full-width caches, GPT-NeoX's for narrower ones.
+* Each form of ``sinpe._hf_forms`` (what ``sinpe.torch.patch`` swaps in) gives
+  the result of every family's own function it stands for, on random layouts of
+  the query and key (transposed, sliced, size-1 dimensions, as attention modules
+  make them), every dtype pair of tensors and caches, caches of HF's layout and
+  others; on the kernel's path (the CPU) and on torch's (forced).  Strides are
+  compared too: the same values with other strides can take other paths in the
+  attention's matmul.
+* The kernel does write the results in the layouts models use (else the claims
+  above would hold by torch's expression alone).
+"""
+from __future__ import annotations
+
+import random
+
+import pytest
+from conftest import bits, require_module, require_torch
+
+torch = require_torch()
+import sinpe._hf_forms as forms  # noqa: E402
+import sinpe.torch as st  # noqa: E402
+
+
+def modeling(family: str):
+    return require_module(f"transformers.models.{family}.modeling_{family}")
+
+
+def same(got, want) -> bool:
+    """Bits, dtype, shape and strides; tuples element by element; None is None."""
+    if isinstance(want, tuple):
+        return isinstance(got, tuple) and len(got) == len(want) and all(
+            same(g, w) for g, w in zip(got, want))
+    if want is None or got is None:
+        return got is want
+    return (got.dtype == want.dtype and got.shape == want.shape
+            and got.stride() == want.stride() and torch.equal(bits(torch, got), bits(torch, want)))
+
+
+@pytest.fixture(params=["kernel", "torch"])
+def path(request, monkeypatch):
+    """sinpe's kernel (CPU tensors), or torch's ops as on other devices (forced)."""
+    if request.param == "torch":
+        monkeypatch.setattr(st, "_kernel_writes", lambda tensor: False)
+    return request.param
+
+
+def random_layout(shape, rng, dtype):
+    """A tensor of ``shape`` whose memory is laid out in a random order of its leading
+    dimensions, sometimes a slice of wider rows (attention's views)."""
+    order = list(range(len(shape) - 1))
+    rng.shuffle(order)
+    order.append(len(shape) - 1)
+    memory = [shape[d] for d in order]
+    extra = rng.choice([0, 0, 4])
+    memory[-1] += extra
+    base = torch.randn(memory, generator=torch.Generator().manual_seed(rng.randrange(2**31)))
+    base = base.to(dtype)[..., : shape[-1]]
+    return base.permute([order.index(d) for d in range(len(shape))])
+
+
+def random_caches(shape, rng, dtype):
+    """HF's layout (fresh, contiguous) mostly; sometimes another order of the same values."""
+    if rng.random() < 0.25:
+        return random_layout(shape, rng, dtype)
+    return torch.randn(shape, generator=torch.Generator().manual_seed(rng.randrange(2**31))
+                       ).to(dtype)
+
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
+
+# (family, HF function name, sinpe's form, caches narrower than the head allowed)
+FORMS = [
+    *[(family, "apply_rotary_pos_emb", forms.llama, False)
+      for family in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi",
+                     "deepseek_v3")],
+    ("gpt_neox", "apply_rotary_pos_emb", forms.neox, True),
+    ("phi3", "apply_rotary_pos_emb", forms.neox, True),
+    ("olmo", "apply_rotary_pos_emb", forms.cast_back, False),
+    ("cohere", "apply_rotary_pos_emb", forms.cohere, False),
+    ("glm", "apply_rotary_pos_emb", forms.glm, True),
+    ("deepseek_v3", "apply_rotary_pos_emb_interleave", forms.deepseek_interleave, False),
+]
+
+
+@pytest.mark.parametrize("family, name, form, partial", FORMS,
+                         ids=[f"{f}.{n}" for f, n, _, _ in FORMS])
+def test_each_form_gives_its_familys_result(family, name, form, partial, path):
+    hf = getattr(modeling(family), name)
+    rng = random.Random(f"{family}.{name}")
+    for _ in range(24):
+        head = rng.choice([8, 16])
+        width = rng.choice([head, head // 2]) if partial else head
+        batch, length, heads = rng.choice([1, 2]), rng.choice([1, 3]), rng.choice([1, 3])
+        dtype, cache_dtype = rng.choice(DTYPES), rng.choice(DTYPES)
+        unsqueeze_dim = rng.choice([1, 2])  # (B, H, L, D) or (B, L, H, D)
+        q_shape = [batch, heads, length, head] if unsqueeze_dim == 1 else [
+            batch, length, heads, head]
+        k_shape = list(q_shape)
+        k_shape[unsqueeze_dim] = rng.choice([1, heads])
+        q, k = random_layout(q_shape, rng, dtype), random_layout(k_shape, rng, dtype)
+        cos = random_caches([batch, length, width], rng, cache_dtype)
+        sin = random_caches([batch, length, width], rng, cache_dtype)
+        want = hf(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
+        got = form(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
+        assert same(got, want), (q.shape, q.stride(), k.shape, k.stride(), width, dtype,
+                                 cache_dtype, unsqueeze_dim)
+
+
+@pytest.mark.parametrize("family", ["gptj", "codegen"])
+def test_gptj_form_gives_its_familys_result(family, path):
+    """``apply_rotary_pos_emb(tensor, sin, cos)`` on ``(B, L, H, r)`` slices of the
+    heads (partial rotary) or whole heads, with half-width caches, mixed dtypes
+    (CodeGen's float32 table with a bfloat16 model)."""
+    hf = modeling(family).apply_rotary_pos_emb
+    rng = random.Random(family)
+    for _ in range(24):
+        head = rng.choice([8, 16])
+        width = rng.choice([head, head // 2])
+        batch, length, heads = rng.choice([1, 2]), rng.choice([1, 3]), rng.choice([1, 3])
+        dtype, cache_dtype = rng.choice(DTYPES), rng.choice(DTYPES)
+        tensor = random_layout([batch, length, heads, head], rng, dtype)[..., :width]
+        sincos = random_caches([batch, length, width], rng, cache_dtype)
+        sin, cos = torch.split(sincos, width // 2, dim=-1)
+        assert same(forms.gptj(tensor, sin, cos), hf(tensor, sin, cos)), (
+            tensor.shape, tensor.stride(), dtype, cache_dtype)
+
+
+def test_apply_rotary_pos_emb_takes_transformers_5_arguments(path):
+    llama, neox = modeling("llama"), modeling("gpt_neox")
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 5, 4, 16, generator=g)  # (B, L, H, D): unsqueeze_dim=2
+    k = torch.randn(2, 5, 2, 16, generator=g)
+    cos, sin = torch.randn(2, 5, 16, generator=g), torch.randn(2, 5, 16, generator=g)
+    want = llama.apply_rotary_pos_emb(q, k, cos, sin, 2)
+    assert same(st.apply_rotary_pos_emb(q, k, cos, sin, 2), want)  # fifth positional
+    assert same(st.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2,
+                                        position_ids=torch.arange(5)), want)
+    # k=None: the query's rotation and None
+    assert same(st.apply_rotary_pos_emb(q, None, cos, sin, 2), (want[0], None))
+    # partial caches: GPT-NeoX's result (its torch.cat: contiguous)
+    qt, kt = q.transpose(1, 2), k.transpose(1, 2)
+    want = neox.apply_rotary_pos_emb(qt, kt, cos[..., :8], sin[..., :8])
+    assert same(st.apply_rotary_pos_emb(qt, kt, cos[..., :8], sin[..., :8]), want)
+    # mixed dtypes: float32 caches, bfloat16 q and k give HF's float32 result
+    qb, kb = qt.bfloat16(), kt.bfloat16()
+    want = llama.apply_rotary_pos_emb(qb, kb, cos, sin)
+    assert want[0].dtype == torch.float32
+    assert same(st.apply_rotary_pos_emb(qb, kb, cos, sin), want)
+    # float16 q with bfloat16 caches: both widen to float32; caches of two dtypes
+    want = llama.apply_rotary_pos_emb(qt.half(), kt.half(), cos.bfloat16(), sin.bfloat16())
+    assert same(st.apply_rotary_pos_emb(qt.half(), kt.half(), cos.bfloat16(), sin.bfloat16()),
+                want)
+    want = llama.apply_rotary_pos_emb(qb, kb, cos, sin.bfloat16())
+    assert same(st.apply_rotary_pos_emb(qb, kb, cos, sin.bfloat16()), want)
+
+
+@pytest.mark.parametrize("value", [torch.arange(3), None, 1.0, True, "1"])
+def test_apply_rotary_pos_emb_refuses_an_unsqueeze_dim_that_is_not_an_int(value):
+    q = torch.randn(1, 2, 3, 8)
+    before = q.clone()
+    with pytest.raises(TypeError, match="unsqueeze_dim must be an int"):
+        st.apply_rotary_pos_emb(q, q, torch.randn(1, 3, 8), torch.randn(1, 3, 8), value)
+    assert torch.equal(q, before)
+
+
+def test_apply_rotary_pos_emb_partial_and_mixed_dtypes_are_differentiable():
+    """With autograd: HF's values and gradients (both by torch's ops here)."""
+    neox = modeling("gpt_neox")
+    g = torch.Generator().manual_seed(3)
+    results = []
+    for f in (neox.apply_rotary_pos_emb, st.apply_rotary_pos_emb):
+        q = torch.randn(2, 3, 5, 16, generator=torch.Generator().manual_seed(4),
+                        dtype=torch.float64, requires_grad=True)
+        cos = torch.randn(2, 5, 8, generator=g).requires_grad_()
+        sin = torch.randn(2, 5, 8, generator=g).requires_grad_()
+        out_q, out_k = f(q, q, cos.double(), sin.double())
+        (out_q.square().sum() + out_k.sum()).backward()
+        results.append((out_q.detach(), q.grad))
+        g = torch.Generator().manual_seed(3)
+    assert same(results[1][0], results[0][0])
+    torch.testing.assert_close(results[1][1], results[0][1], rtol=1e-14, atol=1e-14)
+
+
+KERNEL_CASES = [
+    ("llama", lambda q, k, c, s: forms.llama(q, k, c, s), 16),
+    ("neox", lambda q, k, c, s: forms.neox(q, k, c, s), 8),
+    ("cast_back", lambda q, k, c, s: forms.cast_back(q, k, c.float(), s.float()), 16),
+    ("cohere", lambda q, k, c, s: forms.cohere(q, k, c, s), 16),
+    ("glm", lambda q, k, c, s: forms.glm(q, k, c, s), 8),
+    ("deepseek_interleave", lambda q, k, c, s: forms.deepseek_interleave(q, k, c, s), 16),
+    ("gptj", lambda q, k, c, s: (forms.gptj(q.transpose(1, 2)[..., :8], s[..., :4],
+                                            c[..., :4]),), 8),
+]
+
+
+@pytest.mark.parametrize("name, form, width", KERNEL_CASES, ids=[c[0] for c in KERNEL_CASES])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("length", [1, 7])
+def test_the_kernel_writes_every_form_in_the_layouts_models_use(name, form, width, dtype,
+                                                                 length, monkeypatch):
+    """A prefill and a decoding step, as attention modules lay them out: the kernel
+    computes each result (one call per tensor), torch's expression none."""
+    import sinpe
+
+    calls = []
+    rotate_by = sinpe._core._rotate_by
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("layout", "concatenated"))
+        return rotate_by(*args, **kwargs)
+
+    monkeypatch.setattr(sinpe._core, "_rotate_by", counting)
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(2, length, 4, 16, generator=g).to(dtype).transpose(1, 2)
+    k = torch.randn(2, length, 1, 16, generator=g).to(dtype).transpose(1, 2)
+    cos = torch.randn(2, length, width, generator=g).to(dtype)
+    sin = torch.randn(2, length, width, generator=g).to(dtype)
+    results = form(q, k, cos, sin)
+    assert len(calls) == len(results)
