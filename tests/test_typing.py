@@ -166,6 +166,7 @@ EXPECTED_PARAMETERS = {
                          "rotary_dim", "scale", "exact"],
     "sinpe.torch.apply_rotary_pos_emb": ["q", "k", "cos", "sin", "unsqueeze_dim",
                                          "position_ids"],
+    "sinpe.torch.patch": ["model", "frequencies"],
     "sinpe.set_num_threads": ["threads"],
     "sinpe.get_num_threads": [],
     "sinpe.torch.encode": ["L", "d", "n", "offset", "dtype", "device"],

@@ -1,0 +1,156 @@
+"""The checks sinpe.torch.patch runs before it changes a model: never silently wrong.
+
+- An apply function: sinpe's replacement and the function in force, on random
+  inputs of the family's form (queries and keys laid out as attention modules make
+  them, a prefill and a decoding step, the model's dtype and float32 for tensors and
+  caches), give the same result: bits, dtype, shape, strides and device.
+- A rotary module: sinpe's forward and a copy of HF's module (so that HF's state, e.g.
+  dynamic rope's cached frequencies, is untouched) give caches of the same shape,
+  dtype and device, and values within the float32 rounding of HF's own angles.
+- GPT-J's sin/cos table: sinpe's has the old one's shape, dtype and device, and its
+  values within that rounding, row by row.
+
+Each failure is a ValueError that names the family and what it could not reproduce.
+"""
+
+import copy
+import inspect
+from typing import Any, Callable, Iterator
+
+import torch
+from torch import nn
+
+_NOT_CHANGED = "the model was not changed"
+
+
+def _refuse(family: str, what: str, why: str) -> ValueError:
+    return ValueError(f"sinpe.torch.patch refuses the {family} family: {what} {why}; "
+                      f"{_NOT_CHANGED}")
+
+
+def _same(got: Any, want: Any) -> bool:
+    """Bits, dtype, shape, strides and device; tuples element by element."""
+    if isinstance(want, (tuple, list)):
+        return (type(got) is type(want) and len(got) == len(want)
+                and all(_same(g, w) for g, w in zip(got, want)))
+    if not isinstance(want, torch.Tensor) or not isinstance(got, torch.Tensor):
+        return got is want
+    if (got.dtype != want.dtype or got.shape != want.shape or got.device != want.device
+            or got.stride() != want.stride()):
+        return False
+    if not want.is_floating_point():
+        return torch.equal(got, want)
+    width = {2: torch.int16, 4: torch.int32, 8: torch.int64}[want.element_size()]
+    return torch.equal(got.view(width), want.view(width))
+
+
+def _probes(form: str, dtype: torch.dtype, device: torch.device
+            ) -> Iterator[tuple[Any, ...]]:
+    """Random arguments of a form's apply function, as a model's attention passes them."""
+    generator = torch.Generator().manual_seed(0)
+
+    def randn(shape: tuple[int, ...], of: torch.dtype) -> torch.Tensor:
+        return torch.randn(shape, generator=generator).to(device=device, dtype=of)
+
+    pairs = {(x, c) for x in (dtype, torch.float32) for c in (x, torch.float32)}
+    widths = (16, 8) if form in ("neox", "glm", "gptj") else (16,)
+    for x_dtype, cache_dtype in sorted(pairs, key=str):
+        for batch, length in ((2, 5), (1, 1)):  # a prefill, a decoding step
+            for width in widths:
+                caches = [randn((batch, length, width), cache_dtype) for _ in range(2)]
+                if form == "gptj":  # (B, L, H, r) slices of the heads, half-width caches
+                    tensor = randn((batch, length, 3, 16), x_dtype)[..., :width]
+                    sincos = randn((batch, length, width), cache_dtype)
+                    yield (tensor, *torch.split(sincos, width // 2, dim=-1))
+                    continue
+                q = randn((batch, length, 3, 16), x_dtype).transpose(1, 2)
+                k = randn((batch, length, 1, 16), x_dtype).transpose(1, 2)
+                yield (q, k, *caches)
+
+
+def check_function(family: str, qualname: str, original: Callable[..., Any],
+                   replacement: Callable[..., Any], form: str, dtype: torch.dtype,
+                   device: torch.device) -> None:
+    """ValueError unless ``replacement`` gives ``original``'s result on every probe."""
+    what = f"{qualname} ({form} form)"
+    for args in _probes(form, dtype, device):
+        try:
+            want = original(*args)
+        except Exception as exc:
+            raise _refuse(family, what, f"raised {exc!r} on a random input of that form") from exc
+        try:
+            got = replacement(*args)
+        except Exception as exc:
+            raise _refuse(family, what, f"cannot be reproduced by sinpe's {form} form "
+                          f"(it raised {exc!r})") from exc
+        if not _same(got, want):
+            shapes = ", ".join(f"{tuple(a.shape)} {a.dtype}" for a in args)
+            raise _refuse(family, what, f"gives another result than sinpe's {form} form on "
+                          f"a random input ({shapes})")
+
+
+def _tolerance(positions: torch.Tensor, inv_freq: torch.Tensor, scaling: float,
+               dtype: torch.dtype) -> torch.Tensor:
+    """How far HF's caches may be from exact ones of the same frequencies, per position
+    (broadcasting against the caches' last axis).  HF rounds the angle ``p * w`` to
+    float32 (at most ``2**-24 * p * w``), takes float32 cos/sin (within 1 ulp: 2**-23)
+    and rounds the product by the attention factor ``s`` (2**-24 relative); each side
+    rounds to the output dtype (half an ulp of values up to ``s``: ``s * eps``)."""
+    eps = torch.finfo(dtype).eps
+    top = float(inv_freq.abs().max())
+    angle = positions.double().abs()[..., None] * top * 2.0**-24
+    return abs(scaling) * (angle + 2.0**-23 + 2.0**-24) + 2 * max(abs(scaling), 1.0) * eps
+
+
+def check_rotary(family: str, name: str, module: nn.Module,
+                 forward: Callable[..., Any]) -> None:
+    """ValueError unless ``forward`` gives the caches of HF's ``module`` (a copy of it
+    runs: its forward may cache state), within the float32 rounding of HF's angles."""
+    what = f"the rotary module {name} ({type(module).__name__})"
+    reference = copy.deepcopy(module)
+    buffers = list(module.buffers())
+    device = buffers[0].device if buffers else torch.device("cpu")
+    positions = torch.stack([torch.arange(48), torch.arange(7, 55)]).to(device)
+    takes_layer = "layer_type" in inspect.signature(type(module).forward).parameters
+    layer_types = sorted(set(getattr(module, "layer_types", None) or [])) if takes_layer else []
+    for layer_type in layer_types or [None]:
+        prefix = "" if layer_type is None else f"{layer_type}_"
+        inv_freq = getattr(module, f"{prefix}inv_freq", None)
+        scaling = getattr(module, f"{prefix}attention_scaling", None)
+        if not isinstance(inv_freq, torch.Tensor) or not isinstance(scaling, (int, float)):
+            raise _refuse(family, what, f"has no {prefix}inv_freq and {prefix}attention_scaling "
+                          "to check sinpe's caches against")
+        extra = () if layer_type is None else (layer_type,)
+        for dtype in (torch.float32, torch.bfloat16):
+            x = torch.zeros((2, 48, 8), dtype=dtype, device=device)
+            with torch.no_grad():
+                want = reference(x, positions, *extra)
+                try:
+                    got = forward(x, positions, *extra)
+                except Exception as exc:
+                    raise _refuse(family, what, f"cannot be stood in for by sinpe's rotary "
+                                  f"module (it raised {exc!r})") from exc
+            if not (isinstance(got, tuple) and len(got) == 2 and isinstance(want, tuple)
+                    and len(want) == 2):
+                raise _refuse(family, what, "does not return (cos, sin) as sinpe's does")
+            for g, w, part in zip(got, want, ("cos", "sin")):
+                if g.shape != w.shape or g.dtype != w.dtype or g.device != w.device:
+                    raise _refuse(family, what, f"gives {part} of shape {tuple(w.shape)}, "
+                                  f"{w.dtype}, where sinpe's gives {tuple(g.shape)}, {g.dtype}")
+                bound = _tolerance(positions, inv_freq, float(scaling), w.dtype)
+                if not bool(((g.double() - w.double()).abs() <= bound).all()):
+                    raise _refuse(family, what, f"gives {part} that sinpe's caches do not "
+                                  "reproduce (other frequencies, layout or scaling)")
+
+
+def check_table(family: str, name: str, old: torch.Tensor, new: torch.Tensor) -> None:
+    """ValueError unless sinpe's GPT-J table ``new`` stands for ``old``."""
+    what = f"the sin/cos table {name}.embed_positions"
+    if old.shape != new.shape or old.dtype != new.dtype or old.device != new.device:
+        raise _refuse(family, what, f"is {tuple(old.shape)} {old.dtype}, where sinpe's is "
+                      f"{tuple(new.shape)} {new.dtype}")
+    rows = torch.arange(old.shape[0], device=old.device)
+    bound = _tolerance(rows, torch.ones(1), 1.0, old.dtype)
+    if not bool(((new.double() - old.double()).abs() <= bound).all()):
+        raise _refuse(family, what, "holds values sinpe's exact table does not reproduce "
+                      "(other frequencies or layout)")
