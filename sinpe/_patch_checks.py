@@ -6,7 +6,8 @@
   caches), give the same result: bits, dtype, shape, strides and device.
 - A rotary module: sinpe's forward and a copy of HF's module (so that HF's state, e.g.
   dynamic rope's cached frequencies, is untouched) give caches of the same shape,
-  dtype and device, and values within the float32 rounding of HF's own angles.
+  dtype and device, and values within the float32 rounding of HF's own angles, at
+  positions short of any switch of dynamic or longrope frequencies.
 - GPT-J's sin/cos table: sinpe's has the old one's shape, dtype and device, and its
   values within that rounding, row by row.
 
@@ -102,6 +103,22 @@ def _tolerance(positions: torch.Tensor, inv_freq: torch.Tensor, scaling: float,
     return abs(scaling) * (angle + 2.0**-23 + 2.0**-24) + 2 * max(abs(scaling), 1.0) * eps
 
 
+def _unswitched_positions(module: nn.Module, layer_type: Any) -> int:
+    """How many positions (from 0) the check may give a rotary module without making it
+    switch its frequencies (dynamic: beyond ``max_position_embeddings``; longrope: beyond
+    ``original_max_position_embeddings``): a switch would change the state of sinpe's
+    module before the model runs.  At most 48."""
+    limits = [48]
+    config = getattr(module, "config", None)
+    limits.append(getattr(module, "original_max_seq_len", None)
+                  or getattr(config, "max_position_embeddings", None) or 48)
+    parameters = getattr(config, "rope_parameters", None) or {}
+    if layer_type is not None:
+        parameters = parameters.get(layer_type) or {}
+    limits.append(parameters.get("original_max_position_embeddings") or 48)
+    return max(1, min(int(limit) for limit in limits))
+
+
 def check_rotary(family: str, name: str, module: nn.Module,
                  forward: Callable[..., Any]) -> None:
     """ValueError unless ``forward`` gives the caches of HF's ``module`` (a copy of it
@@ -110,10 +127,11 @@ def check_rotary(family: str, name: str, module: nn.Module,
     reference = copy.deepcopy(module)
     buffers = list(module.buffers())
     device = buffers[0].device if buffers else torch.device("cpu")
-    positions = torch.stack([torch.arange(48), torch.arange(7, 55)]).to(device)
     takes_layer = "layer_type" in inspect.signature(type(module).forward).parameters
     layer_types = sorted(set(getattr(module, "layer_types", None) or [])) if takes_layer else []
     for layer_type in layer_types or [None]:
+        count = _unswitched_positions(module, layer_type)
+        positions = torch.stack([torch.arange(count), torch.arange(count).flip(0)]).to(device)
         prefix = "" if layer_type is None else f"{layer_type}_"
         inv_freq = getattr(module, f"{prefix}inv_freq", None)
         scaling = getattr(module, f"{prefix}attention_scaling", None)
@@ -122,7 +140,7 @@ def check_rotary(family: str, name: str, module: nn.Module,
                           "to check sinpe's caches against")
         extra = () if layer_type is None else (layer_type,)
         for dtype in (torch.float32, torch.bfloat16):
-            x = torch.zeros((2, 48, 8), dtype=dtype, device=device)
+            x = torch.zeros((2, count, 8), dtype=dtype, device=device)
             with torch.no_grad():
                 want = reference(x, positions, *extra)
                 try:

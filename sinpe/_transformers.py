@@ -4,8 +4,9 @@
 once) and its apply function sinpe's kernel, and hands back a :class:`Patch` whose
 ``undo()`` restores everything.  It knows each family's apply form (FAMILIES) and
 checks every swap on random inputs before it changes anything: it is never silently
-wrong, it refuses.  Nothing here is imported until ``patch`` is called, and
-transformers itself only through the model's own modules.
+wrong, it refuses.  transformers is never imported here: its modules are reached
+through the model's own classes.  (The forms and the checks are imported when
+``patch`` runs: sinpe.torch imports this module.)
 
 What is swapped, and why there:
 - The rotary module (``model.model.rotary_emb``, one per model): its ``forward`` is
@@ -35,8 +36,6 @@ from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
-
-from sinpe import _hf_forms
 
 # -- families ---------------------------------------------------------------------------
 
@@ -249,6 +248,7 @@ class _Plan:
     device: torch.device
 
     def verify(self) -> None:
+        from sinpe import _hf_forms
         from sinpe import _patch_checks as checks
 
         for item in self.rotary:
@@ -264,6 +264,8 @@ class _Plan:
                                   getattr(_hf_forms, form), form, self.dtype, self.device)
 
     def apply(self) -> Patch:
+        from sinpe import _hf_forms
+
         undo = _Undo()
         handle = Patch(sorted({f for f, _, _, _ in self.functions}),
                        [f"{m.__name__}.{n}" for _, m, n, _ in self.functions],
@@ -353,6 +355,7 @@ def _refuse_patched(module: nn.Module, name: str) -> None:
 def _sinpe_forward(module: nn.Module, kind: str, frequencies: str) -> Callable[..., Any]:
     """The forward that replaces ``module``'s: sinpe's rotary module of its config,
     its caches as the family's module gives them."""
+    from sinpe import _hf_forms
     from sinpe.torch import RotaryEmbedding
 
     buffers = [b for b in module.buffers()]
