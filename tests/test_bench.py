@@ -37,6 +37,8 @@ def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsy
         label = f"rope_ {tuple(shape)} {dtype}" + (" axis=1" if axis == 1 else "")
         assert out.count(label + " ") == len(threads), (label, out)
     assert "HF/sinpe apply" in out
+    for label in ("prefill of 512 tokens", "decoding step at position 1024"):
+        assert out.count(f"small Llama, {label} ") == len(threads), (label, out)
 
 
 def test_floor_script_times_every_loop_and_both_formulas_keep_the_float32_promise(tmp_path):
