@@ -70,6 +70,14 @@ def test_torch_docstring_examples(torch, tmp_path):
         run_doctest(test, tmp_path)
 
 
+@pytest.mark.needs("transformers")
+def test_patch_docstring_examples(torch, tmp_path):
+    tests = doctests("sinpe._transformers")  # sinpe.torch.patch, on a transformers model
+    assert "sinpe._transformers.patch" in {t.name for t in tests}
+    for test in tests:
+        run_doctest(test, tmp_path)
+
+
 # -- code blocks in README.md and docs/ ---------------------------------------------------
 
 
