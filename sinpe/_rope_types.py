@@ -30,7 +30,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["rope_frequencies", "ROPE_TYPES"]
+__all__ = ["ROPE_TYPES", "rope_frequencies"]
 
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional")
 
@@ -169,21 +169,21 @@ def _config_head_dim(config: Any, layer_type: Optional[str]) -> Any:
 def _positive_int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {value!r}")
-    value = operator.index(value)
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {name}={value}")
-    return value
+    number = operator.index(value)
+    if number < 1:
+        raise ValueError(f"{name} must be >= 1, got {name}={number}")
+    return number
 
 
 def _real(value: Any, name: str, *, positive: bool = False) -> float:
     """A finite real of rope_parameters (``> 0`` with positive)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"rope_parameters[{name!r}] must be a number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or (positive and value <= 0.0):
+    number = float(value)
+    if not math.isfinite(number) or (positive and number <= 0.0):
         need = "positive and finite" if positive else "finite"
-        raise ValueError(f"rope_parameters[{name!r}] must be {need}, got {value!r}")
-    return value
+        raise ValueError(f"rope_parameters[{name!r}] must be {need}, got {number!r}")
+    return number
 
 
 class _Parameters:

@@ -15,6 +15,9 @@
   place (inference), :func:`rope` out of place and differentiable (training),
   and :func:`apply_rotary_pos_emb` is HF's function of that name, bit for bit,
   without its temporaries, to patch into a model.
+- :func:`rope_cache` makes RoPE's ``(cos, sin)`` caches as tensors, and
+  :class:`RotaryEmbedding` stands in for a transformers model's rotary module
+  (every rope type, the model's frequencies, exact angles, kept tables).
 
 Tables are computed in double precision by sinpe's C kernel on the CPU and
 rounded once to the tensor's dtype (float16, bfloat16, float32 or float64),
@@ -43,7 +46,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "pip install torch==2.13.0 (sinpe itself works without it)"
     ) from exc
 
-__all__ = ["PositionalEncoding", "add_", "apply_rotary_pos_emb", "encode", "rope", "rope_"]
+__all__ = ["PositionalEncoding", "RotaryEmbedding", "add_", "apply_rotary_pos_emb", "encode",
+           "rope", "rope_", "rope_cache"]
 
 # Typed names for forward (TorchScript reads "# type:" comments inside it).
 _is_scripting: Callable[[], bool] = torch.jit.is_scripting  # type: ignore[attr-defined]
@@ -514,3 +518,8 @@ from sinpe import _torch_rotary  # noqa: E402
 
 _torch_rotary._base = sys.modules[__name__]
 from sinpe._torch_rotary import apply_rotary_pos_emb, rope, rope_  # noqa: E402
+
+from sinpe import _rotary_embedding  # noqa: E402
+
+_rotary_embedding._base = sys.modules[__name__]
+from sinpe._rotary_embedding import RotaryEmbedding, rope_cache  # noqa: E402

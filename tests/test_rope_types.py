@@ -54,7 +54,7 @@ def _phi3_factors():
         float(v) for v in 1.0 + 60.0 * rng.random(48)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def configs():
     """(name, config, seq_len, layer_type): realistic configs of every rope type."""
     tf = require("transformers")
