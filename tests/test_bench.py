@@ -12,8 +12,9 @@ import sys
 import pytest
 
 import sinpe
+import sinpe._bench_rotary as bench_rotary
 import sinpe.bench as bench
-from conftest import require
+from conftest import optional, require
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,6 +38,10 @@ def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsy
         label = f"rope_ {tuple(shape)} {dtype}" + (" axis=1" if axis == 1 else "")
         assert out.count(label + " ") == len(threads), (label, out)
     assert "HF/sinpe apply" in out
+    if optional("transformers") is not None:  # RotaryEmbedding against HF's module
+        for label, _ in bench_rotary.CASES:
+            for dtype in bench_rotary.DTYPES:
+                assert out.count(f"{label} {dtype} ") == len(threads), (label, out)
 
 
 def test_floor_script_times_every_loop_and_both_formulas_keep_the_float32_promise(tmp_path):

@@ -118,6 +118,7 @@ POSITIONS = {
     "non-contiguous": lambda: torch.tensor([[5, 3, 900, 3, 17], [0, 0, 1, 1, 2]])[:, ::2],
     "negative": lambda: torch.tensor([[-3, 0, 7]]),
     "one axis": lambda: torch.arange(16),
+    "int32": lambda: torch.arange(5, 12, dtype=torch.int32)[None],
     "float": lambda: torch.tensor([[0.5, 3.0, 1e5 + 0.25]]),
 }
 
