@@ -207,7 +207,7 @@ PyDoc_STRVAR(encode_at_doc,
 
 PyDoc_STRVAR(rope_doc,
 "rope($module, /, L, d, n=10000.0, *, offset=0, positions=None, dtype=None, out=None,\n"
-"     layout='concatenated', freq=None)\n"
+"     layout='concatenated', freq=None, scale=1.0)\n"
 "--\n"
 "\n"
 "RoPE caches ``(cos, sin)`` for rotary position embeddings, computed exactly.\n"
@@ -218,7 +218,8 @@ PyDoc_STRVAR(rope_doc,
 "(``layout='interleaved'``, GPT-J's and rotary-embedding-torch's\n"
 "``rotate_every_two``).  Rows are positions ``offset .. offset + L - 1``, or\n"
 "``positions`` (then ``L`` is None and each result has shape\n"
-"``positions.shape + (d,)``).  Angles in double, rounded once.\n"
+"``positions.shape + (d,)``).  Angles in double; each value times ``scale``\n"
+"in double, then rounded once.\n"
 "\n"
 "Parameters\n"
 "----------\n"
@@ -241,6 +242,9 @@ PyDoc_STRVAR(rope_doc,
 "    Where pair ``k``'s two columns are: ``k, k + d/2`` or ``2k, 2k + 1``.\n"
 "freq : array_like, optional\n"
 "    ``d // 2`` explicit frequencies (Llama 3, YaRN ``inv_freq``); excludes ``n``.\n"
+"scale : float, optional\n"
+"    Multiplies both caches before their one rounding (YaRN's and LongRoPE's\n"
+"    attention factor); finite.  Default 1.\n"
 "\n"
 "Returns\n"
 "-------\n"

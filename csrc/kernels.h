@@ -41,11 +41,13 @@ typedef void (*sinpe_table_loop)(int rows, ptrdiff_t n, const double *s0, const 
                                  ptrdiff_t second);
 
 /* RoPE's two caches from one computation: the cosine twice into cos_row,
- * the sine twice into sin_row, at the columns a table loop uses. */
+ * the sine twice into sin_row, at the columns a table loop uses, each
+ * times scale in double before its rounding. */
 typedef void (*sinpe_rope_loop)(int rows, ptrdiff_t n, const double *s0, const double *c0,
                                 const double *cs, const double *ss, ptrdiff_t step_stride,
                                 char *cos_row, ptrdiff_t cos_stride, char *sin_row,
-                                ptrdiff_t sin_stride, ptrdiff_t first, ptrdiff_t second);
+                                ptrdiff_t sin_stride, ptrdiff_t first, ptrdiff_t second,
+                                double scale);
 
 /* x = x * scale + t over `rows` rows of `count` native contiguous elements
  * (sinpe_add_rows in rows.h); scale is exact in the element arithmetic. */

@@ -17,7 +17,7 @@
 #error "loops.h is included by loops_LEVEL.c only, after defining SINPE_LOOPS"
 #endif
 
-#define PAIR_LOOP(name, T, CONVERT, args, body)                                               \
+#define PAIR_LOOP(name, T, CONVERT, VALUE, args, body)                                        \
     static void name(int rows, ptrdiff_t n, const double *restrict s0,                        \
                      const double *restrict c0, const double *cs, const double *ss,           \
                      ptrdiff_t step_stride, args)                                             \
@@ -26,8 +26,8 @@
             const double *restrict c = cs + i * step_stride;                                  \
             const double *restrict s = ss + i * step_stride;                                  \
             for (ptrdiff_t j = 0; j < n; ++j) {                                               \
-                const T sine = CONVERT(sinpe_sin_value(s0[j], c0[j], c[j], s[j]));            \
-                const T cosine = CONVERT(sinpe_cos_value(s0[j], c0[j], c[j], s[j]));          \
+                const T sine = CONVERT(VALUE(sinpe_sin_value(s0[j], c0[j], c[j], s[j])));     \
+                const T cosine = CONVERT(VALUE(sinpe_cos_value(s0[j], c0[j], c[j], s[j])));   \
                 body                                                                          \
             }                                                                                 \
         }                                                                                     \
@@ -36,27 +36,30 @@
 #define ROW(T, base, stride) ((T *)(void *)((base) + i * (stride)))
 #define TABLE_ARGS char *row, ptrdiff_t row_stride, ptrdiff_t first, ptrdiff_t second
 #define ROPE_ARGS char *cos_row, ptrdiff_t cos_stride, char *sin_row, ptrdiff_t sin_stride, \
-                  ptrdiff_t first, ptrdiff_t second
+                  ptrdiff_t first, ptrdiff_t second, double scale
+/* RoPE caches are cos and sin times scale (YaRN's attention factor), in
+ * double before the one rounding; scale 1 is exact, the same bits */
+#define TIMES_SCALE(v) ((v) * scale)
 #define DEFINE_PAIR_LOOPS(T, suffix, CONVERT)                                                 \
-    PAIR_LOOP(table_interleaved_##suffix, T, CONVERT, TABLE_ARGS, {                           \
+    PAIR_LOOP(table_interleaved_##suffix, T, CONVERT, AS_IS, TABLE_ARGS, {                     \
         T *restrict o = ROW(T, row, row_stride) + first;                                      \
         o[2 * j] = sine;                                                                      \
         o[2 * j + 1] = cosine;                                                                \
         (void)second;                                                                         \
     })                                                                                        \
-    PAIR_LOOP(table_split_##suffix, T, CONVERT, TABLE_ARGS, {                                 \
+    PAIR_LOOP(table_split_##suffix, T, CONVERT, AS_IS, TABLE_ARGS, {                           \
         T *restrict o = ROW(T, row, row_stride);                                              \
         o[first + j] = sine;                                                                  \
         o[second + j] = cosine;                                                               \
     })                                                                                        \
-    PAIR_LOOP(rope_interleaved_##suffix, T, CONVERT, ROPE_ARGS, {                             \
+    PAIR_LOOP(rope_interleaved_##suffix, T, CONVERT, TIMES_SCALE, ROPE_ARGS, {                 \
         T *restrict oc = ROW(T, cos_row, cos_stride) + first;                                 \
         T *restrict os = ROW(T, sin_row, sin_stride) + first;                                 \
         oc[2 * j] = oc[2 * j + 1] = cosine;                                                   \
         os[2 * j] = os[2 * j + 1] = sine;                                                     \
         (void)second;                                                                         \
     })                                                                                        \
-    PAIR_LOOP(rope_split_##suffix, T, CONVERT, ROPE_ARGS, {                                   \
+    PAIR_LOOP(rope_split_##suffix, T, CONVERT, TIMES_SCALE, ROPE_ARGS, {                       \
         T *restrict oc = ROW(T, cos_row, cos_stride);                                         \
         T *restrict os = ROW(T, sin_row, sin_stride);                                         \
         oc[first + j] = oc[second + j] = cosine;                                              \

@@ -227,12 +227,13 @@ static PyObject *encode_at(PyObject *module, PyObject *args, PyObject *kwargs)
 static PyObject *rope(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"L", "d", "n", "offset", "positions", "dtype",
-                               "out", "layout", "freq", NULL};
+                               "out", "layout", "freq", "scale", NULL};
     PyObject *rows_obj, *cols_obj, *n_obj = NULL, *offset_obj = NULL, *positions_obj = Py_None,
-             *dtype_obj = Py_None, *out_obj = Py_None, *layout_obj = NULL, *freq_obj = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O$OOOOOO:rope", keywords, &rows_obj,
+             *dtype_obj = Py_None, *out_obj = Py_None, *layout_obj = NULL, *freq_obj = NULL,
+             *scale_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O$OOOOOOO:rope", keywords, &rows_obj,
                                      &cols_obj, &n_obj, &offset_obj, &positions_obj,
-                                     &dtype_obj, &out_obj, &layout_obj, &freq_obj)) {
+                                     &dtype_obj, &out_obj, &layout_obj, &freq_obj, &scale_obj)) {
         return NULL;
     }
     sinpe_call c;
@@ -244,8 +245,12 @@ static PyObject *rope(PyObject *module, PyObject *args, PyObject *kwargs)
     if ((rows_obj != Py_None && sinpe_size_arg(rows_obj, "L", &rows) < 0) ||
         sinpe_size_arg(cols_obj, "d", &cols) < 0 ||
         (n_obj != NULL && sinpe_real_arg(n_obj, "n", &c.plan.n) < 0) ||
-        (offset_obj != NULL && sinpe_integer_arg(offset_obj, "offset", &offset) < 0)) {
+        (offset_obj != NULL && sinpe_integer_arg(offset_obj, "offset", &offset) < 0) ||
+        (scale_obj != NULL && sinpe_real_arg(scale_obj, "scale", &c.plan.scale) < 0)) {
         return NULL;
+    }
+    if (!isfinite(c.plan.scale)) {
+        return PyErr_Format(PyExc_ValueError, "scale must be finite, got scale=%R", scale_obj);
     }
     if ((positions_obj == Py_None) == (rows_obj == Py_None)) {
         return positions_obj == Py_None

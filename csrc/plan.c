@@ -95,7 +95,8 @@ static int check_columns(const sinpe_plan *p, ptrdiff_t d)
 {
     if (d < 1 || (p->rope && (d % 2 != 0 || p->split != NULL)) ||
         (unsigned)p->layout > SINPE_SINES_FIRST ||
-        (p->add && (p->rope || p->split != NULL || !isfinite(p->scale)))) {
+        (p->add && (p->rope || p->split != NULL)) ||
+        ((p->add || p->rope) && !isfinite(p->scale))) {
         return SINPE_ERR_INVALID;
     }
     if (p->freq != NULL) {
@@ -618,7 +619,7 @@ static int plan_make(plan_t **out_plan, const sinpe_plan *p, const sinpe_array *
     plan->ngroups = ngroups;
     plan->d = d;
     plan->adding = p->add != 0;
-    plan->scale = out->dtype == SINPE_FLOAT64 ? p->scale : (double)(float)p->scale;
+    plan->scale = p->rope || out->dtype == SINPE_FLOAT64 ? p->scale : (double)(float)p->scale;
     /* a rotation's source is read through the second target's strides */
     const sinpe_array *outs[2] = {out, out2 != NULL ? out2 : p->rotate ? p->source : NULL};
     plan->ntargets = out2 != NULL ? 2 : 1;

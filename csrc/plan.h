@@ -118,7 +118,8 @@ typedef struct {
     group_t *groups;             /* &one_group, or allocated for grids of several axes */
     group_t one_group;
     int adding;
-    double scale;                /* already rounded (sinpe_plan.scale) */
+    double scale;                /* sinpe_plan.scale: adds' already rounded, RoPE caches'
+                                  * as given */
     const sinpe_anchors *anchors; /* rows of one block: the table's kept anchors of
                                    * it (held), or NULL */
     sinpe_rows *made;            /* adds at range positions: the table's rows, made

@@ -73,13 +73,13 @@ static int cache_targets(const group_t *g, const sinpe_row_format *fmt, char *ro
                          ptrdiff_t row_stride, ptrdiff_t count, sinpe_pair_target *targets)
 {
     if (!g->interleaved) {
-        const sinpe_pairs pairs = {SINPE_PAIRS_TABLE, 0, count, 0, count, count};
+        const sinpe_pairs pairs = {SINPE_PAIRS_TABLE, 0, count, 0, count, count, 1.0};
         targets[0] = (sinpe_pair_target){fmt, row, row_stride, pairs};
         return 1;
     }
     for (int t = 0; t < 2; ++t) {
         const sinpe_pairs pairs = {t == 0 ? SINPE_PAIRS_COS : SINPE_PAIRS_SIN, 1, 0, 1, count,
-                                   count};
+                                   count, 1.0};
         targets[t] = (sinpe_pair_target){
             fmt, row + t * 2 * count * (ptrdiff_t)sinpe_itemsize(fmt->dtype), row_stride, pairs};
     }

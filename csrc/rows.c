@@ -55,10 +55,10 @@ static void store_row_elements(const sinpe_pair_target *t, char *row, const doub
     const sinpe_pairs *p = &t->pairs;
     for (ptrdiff_t j = 0; j < p->count; ++j) {
         sinpe_store_elem(row + first_col(p, j) * fmt->col_stride, fmt->dtype, fmt->swapped,
-                         first_value(p->kind, sine[j], cosine[j]));
+                         first_value(p->kind, sine[j], cosine[j]) * p->scale);
         if (j < p->seconds) {
             sinpe_store_elem(row + second_col(p, j) * fmt->col_stride, fmt->dtype, fmt->swapped,
-                             second_value(p->kind, sine[j], cosine[j]));
+                             second_value(p->kind, sine[j], cosine[j]) * p->scale);
         }
     }
 }
@@ -76,7 +76,7 @@ static void fast_rows(const sinpe_pair_target *t, int ntargets, char *row, ptrdi
     const sinpe_kernels *k = sinpe_kernels_active();
     if (ntargets == 2) {
         k->rope[dtype][p->interleaved](rows, p->seconds, s0, c0, cs, ss, step_stride, row,
-                                       row_stride, row2, row_stride2, first, second);
+                                       row_stride, row2, row_stride2, first, second, p->scale);
     } else {
         k->table[dtype][p->interleaved](rows, p->seconds, s0, c0, cs, ss, step_stride, row,
                                         row_stride, first, second);

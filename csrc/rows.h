@@ -34,6 +34,8 @@ typedef struct {
     int interleaved;
     ptrdiff_t first, second; /* columns of frequency 0 (interleaved: first, first + 1) */
     ptrdiff_t count, seconds;
+    double scale; /* every value times this, in double, before its rounding (RoPE
+                   * caches' attention factor; 1 for tables) */
 } sinpe_pairs;
 
 typedef struct {

@@ -54,10 +54,12 @@ size_t sinpe_plan_scratch_doubles(const plan_t *plan)
     return 8 * f + (wide ? 2 * SINPE_BLOCK_ROWS * f : 0) + 1;
 }
 
-/* The columns a target of `kind` receives from tile [k0, k1) of group g. */
-static sinpe_pairs pairs_of(const group_t *g, int kind, ptrdiff_t k0, ptrdiff_t k1)
+/* The columns a target of `kind` receives from tile [k0, k1) of group g,
+ * its values times scale. */
+static sinpe_pairs pairs_of(const group_t *g, int kind, ptrdiff_t k0, ptrdiff_t k1, double scale)
 {
     sinpe_pairs p;
+    p.scale = scale;
     p.kind = kind == KIND_TABLE ? SINPE_PAIRS_TABLE : kind == KIND_COS ? SINPE_PAIRS_COS
                                                                        : SINPE_PAIRS_SIN;
     p.interleaved = g->interleaved;
@@ -97,8 +99,9 @@ static void store_rows(const plan_t *plan, const group_t *g, const scratch_t *s,
 {
     sinpe_pair_target targets[2];
     for (int t = 0; t < plan->ntargets; ++t) {
+        const double scale = plan->target[t].kind == KIND_TABLE ? 1.0 : plan->scale;
         targets[t] = (sinpe_pair_target){&plan->target[t].fmt, base[t], stride[t],
-                                         pairs_of(g, plan->target[t].kind, k0, k1)};
+                                         pairs_of(g, plan->target[t].kind, k0, k1, scale)};
     }
     if (g->table != NULL && is_int) {
         sinpe_store_pairs(targets, plan->ntargets, steps, r0, r1, blocks, s->s0, s->c0,
@@ -294,7 +297,7 @@ static void tile_layout(const plan_t *plan, const group_t *g, int worker, ptrdif
     t->fmt = (sinpe_row_format){plan->target[0].fmt.dtype, 0, 0, 0};
     t->itemsize = sinpe_itemsize(t->fmt.dtype);
     t->fmt.col_stride = (ptrdiff_t)t->itemsize;
-    const sinpe_pairs in_x = pairs_of(g, KIND_TABLE, k0, k1);
+    const sinpe_pairs in_x = pairs_of(g, KIND_TABLE, k0, k1, 1.0);
     t->pairs = in_x;
     t->pairs.first = 0;
     t->pairs.second = in_x.interleaved ? 1 : in_x.count;

@@ -120,7 +120,9 @@ typedef struct {
 
     /* The columns: `layout` of the table, or with rope set RoPE caches: out
      * gets cos and out2 sin of p * w_k at columns k and m + k
-     * (concatenated) or 2k and 2k + 1 (interleaved); d even. */
+     * (concatenated) or 2k and 2k + 1 (interleaved); d even.  The caches
+     * are those values times `scale` (below: finite, used as given),
+     * computed in double and rounded once to the output dtype. */
     sinpe_layout layout;
     int rope;
 
@@ -149,7 +151,8 @@ typedef struct {
      * operation in float32, rounded to the type).  scale is used as given
      * for float64 and rounded to float32 otherwise; pass it already rounded
      * to get another scalar rule (NumPy rounds it to the array's dtype).
-     * scale == 1: out + T. */
+     * scale == 1: out + T.  (RoPE caches and rotations use scale too, as
+     * they say; other tables ignore it.) */
     int add;
     double scale;
 

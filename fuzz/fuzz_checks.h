@@ -382,19 +382,35 @@ static void identity_table(const call_t *c, reader *r, const result_t *s)
 }
 
 /* RoPE: a cache (cos or sin) against the table of the same positions and
- * frequencies (the paper's for width d are RoPE's: d / 2 of them). */
+ * frequencies (the paper's for width d are RoPE's: d / 2 of them); scaled
+ * caches against the float64 table times scale, rounded once (a padded
+ * row stays the zero row). */
 static void identity_rope(const call_t *c, reader *r, const result_t *s)
 {
     const int t = (int)below(r, 2);
     shard_t sh;
     pick_shard(c, r, COMPARE_ELEMENTS / c->d > 0 ? COMPARE_ELEMENTS / c->d : 1, &sh);
     const int layout = (int)below(r, 3);
+    const int scaled = c->plan.scale != 1.0;
+    const sinpe_dtype dtype = c->tg[t].dtype;
     dense_t out;
-    shard_call("rope vs table", c, r, &sh, 0, layout, c->d, c->tg[t].dtype, &out);
+    shard_call("rope vs table", c, r, &sh, 0, layout, c->d, scaled ? SINPE_FLOAT64 : dtype, &out);
     for (ptrdiff_t q = 0; q < sh.count; ++q) {
         for (ptrdiff_t j = 0; j < c->d; ++j) {
             const ptrdiff_t j2 = column_of(layout, c->d, c->d / 2, c->role[t][j], c->pair[t][j]);
-            compare(t == 0 ? "rope cos vs table" : "rope sin vs table", s, t, sh.rows[q], j, &out, q, j2);
+            if (!scaled) {
+                compare(t == 0 ? "rope cos vs table" : "rope sin vs table", s, t, sh.rows[q], j, &out, q, j2);
+                continue;
+            }
+            const double got = load(result_at(s, t, sh.rows[q], j), dtype, c->tg[t].swapped);
+            /* padded rows are a zero row, not scaled (+0) */
+            const double v = load(dense_at(&out, q, j2), SINPE_FLOAT64, out.swapped);
+            const double want = sh.padding != NULL && sh.padding[q] ? v : round_to(dtype, v * c->plan.scale);
+            ++stats.identical;
+            if (!same_double(got, want)) {
+                fail("rope %s vs the float64 table times scale %.17g: row %td column %td: %.17g, want %.17g",
+                     t == 0 ? "cos" : "sin", c->plan.scale, sh.rows[q], j, got, want);
+            }
         }
     }
     free(out.data);

@@ -240,7 +240,10 @@ static double value_error(double x, double w)
 }
 
 /* The table value of (row f, column j) of target t, before any rounding,
- * and its error bound; padded rows and zero columns are exactly 0. */
+ * and its error bound; padded rows and zero columns are exactly 0.  RoPE
+ * caches are the values times the plan's scale: the kernel's double and
+ * this one are each the one rounding of that product (2**-53 relative
+ * apiece, or 2**-1075 absolute where it underflows). */
 static double reference(const call_t *c, int t, ptrdiff_t f, const ptrdiff_t *index, ptrdiff_t j, double *err)
 {
     const int role = c->role[t][j], g = c->group[t][j];
@@ -248,14 +251,20 @@ static double reference(const call_t *c, int t, ptrdiff_t f, const ptrdiff_t *in
     if (role == ROLE_ZERO || padded(c, f)) return 0.0;
     const double x = position_of(c, f, index, g), w = c->w[g][c->pair[t][j]];
     *err = value_error(x, w);
-    return role == ROLE_SIN ? sin(x * w) : cos(x * w);
+    const double v = role == ROLE_SIN ? sin(x * w) : cos(x * w);
+    if (!c->plan.rope || c->plan.scale == 1.0) return v;
+    const double k = fabs(c->plan.scale);
+    *err = k * (*err + ldexp(1.0, -51)) + ldexp(1.0, -1074);
+    return v * c->plan.scale;
 }
 
 /* A stored element: the kernel's double is within err of pe and is rounded
  * once to the dtype: half an ulp of |pe| + err, plus err (0 for zeros: they
- * must be exact). */
+ * must be exact; any value where the rounding may overflow: RoPE caches
+ * scaled past the dtype's range, whose bits the companion check holds). */
 static double store_bound(double pe, double err, sinpe_dtype dtype)
 {
+    if (isinf(round_to(dtype, fabs(pe) + err))) return INFINITY;
     return err == 0.0 ? 0.0 : half_ulp(fabs(pe) + err, dtype) + err;
 }
 
@@ -503,6 +512,7 @@ static int columns_expect(const call_t *c)
      * pairs: an add of RoPE caches or of a grid, and RoPE caches of a grid,
      * have no defined values (run.c rejects the first two). */
     if (p->add && (p->rope || p->split != NULL || !isfinite(p->scale))) return EXPECT_INVALID;
+    if (p->rope && !isfinite(p->scale)) return EXPECT_INVALID; /* caches times scale */
     if (p->rope && p->split != NULL) return EXPECT_INVALID;
     if (p->freq != NULL) {
         const ptrdiff_t m = p->nfreq;

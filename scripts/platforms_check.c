@@ -166,6 +166,9 @@ static const spec cases[] = {
     {"rope-bf16-ints", ROPE, SINPE_BFLOAT16, {50}, 64, .pos = INTS, .offset = 99},
     {"rope-f32-freq-far", ROPE, SINPE_FLOAT32, {50}, 62, .freq = 1, .offset = M24 - 49},
     {"rope-f32-threads", ROPE, SINPE_FLOAT32, {1000}, 128, .layout = SINPE_CONCATENATED},
+    {"rope-bf16-scale", ROPE, SINPE_BFLOAT16, {50}, 64, .scale = 1.2079441541679836,
+     .layout = SINPE_CONCATENATED},
+    {"rope-f16-reals-scale", ROPE, SINPE_FLOAT16, {50}, 64, .pos = REALS, .scale = 0.3},
     /* rotations (rope_): every dtype, both layouts, partial, exact, scaled,
      * the transpose, explicit and far positions, several threads */
     {"rotate-f32", ROTATE, SINPE_FLOAT32, {40}, 64, .layout = SINPE_CONCATENATED},
@@ -278,6 +281,7 @@ static void call_make(call_t *c, const spec *s)
     p->add = s->op == ADD;
     p->rotate = s->op == ROTATE;
     if (s->op == ADD) p->scale = s->zero_scale ? 0.0 : s->scale != 0.0 ? s->scale : 1.0;
+    if (s->op == ROPE && s->scale != 0.0) p->scale = s->scale;
     if (s->op == ROTATE) {
         p->scale = s->scale != 0.0 ? s->scale : 1.0;
         p->rotary_dim = s->rotary_dim;

@@ -46,6 +46,7 @@ except ModuleNotFoundError as _exc:
 __version__ = "0.1.0"
 
 from sinpe._config import show_config  # noqa: E402  (needs __version__)
+from sinpe._rope_types import rope_frequencies  # noqa: E402
 
 __all__ = [
     "encode",
@@ -53,6 +54,7 @@ __all__ = [
     "encode_at",
     "rope",
     "rope_",
+    "rope_frequencies",
     "encode_grid",
     "set_num_threads",
     "get_num_threads",

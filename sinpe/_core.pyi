@@ -140,6 +140,7 @@ def rope(
     out: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None = None,
     layout: _Layout = "concatenated",
     freq: ArrayLike | None = None,
+    scale: float = 1.0,
 ) -> tuple[NDArray[np.floating[Any]], NDArray[np.floating[Any]]]: ...
 def rope_(
     x: _ArrayT,

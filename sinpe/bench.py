@@ -28,8 +28,11 @@ on query-shaped tensors against the in-place pass over the same tensor
 (``t.mul_(1.0)``, timed in alternation), ``exact=True``, and HF's
 ``apply_rotary_pos_emb`` with HF's ``rotary_emb`` (``LlamaRotaryEmbedding``,
 when transformers is installed), on one thread and then on all threads
-(sinpe's and torch's alike); and a small Llama's forward (a prefill and a
-decoding step) unpatched and under ``sinpe.torch.patch`` (sinpe/_bench_patch.py).
+(sinpe's and torch's alike); then ``sinpe.torch.RotaryEmbedding`` against
+transformers' ``LlamaRotaryEmbedding``, forward alone, for a decoding step and a
+2048-token prefill (sinpe/_bench_rotary.py); and a small Llama's forward (a
+prefill and a decoding step) unpatched and under ``sinpe.torch.patch``
+(sinpe/_bench_patch.py).
 
 Every figure is a median over repeated rounds.  sinpe and its floor take
 turns round by round (a change of machine load hits both alike); the slower
@@ -54,6 +57,7 @@ import numpy as np
 import sinpe
 from sinpe._bench_hot import blocks_in_turn, hot_path_cases, print_hot_path
 from sinpe._bench_patch import patched_model_cases, print_patched
+from sinpe._bench_rotary import print_rotary_module, rotary_module_cases
 from sinpe._config import simd_label
 from sinpe.reference import table_float64
 
@@ -537,14 +541,16 @@ def _run(args: argparse.Namespace) -> int:
 
         load_before = _load_average()
         results = _rope_cases(args.quick)
+        modules = rotary_module_cases(args.quick, blocks_in_turn)
         models = patched_model_cases(args.quick, blocks_in_turn)
         header = _header(args, load_before, str(torch.__version__), "1 and all")
         _print_rope(results, header, sys.stdout)
+        print_rotary_module(modules, sys.stdout)
         print_patched(models, sys.stdout)
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"header": header, "results": results, "models": models}, f,
-                          indent=2)
+                json.dump({"header": header, "results": results, "rotary_module": modules,
+                           "models": models}, f, indent=2)
         return 0
     if args.variants:
         load_before = _load_average()

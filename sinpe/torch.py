@@ -14,8 +14,12 @@
 - :func:`rope_` applies rotary position embeddings (RoPE) to queries or keys in
   place (inference), :func:`rope` out of place and differentiable (training),
   and :func:`apply_rotary_pos_emb` is HF's function of that name, bit for bit,
-  without its temporaries, to patch into a model; :func:`patch` does that, and
-  more, for a loaded transformers model (checked, undoable).
+  without its temporaries, to patch into a model.
+- :func:`rope_cache` makes RoPE's ``(cos, sin)`` caches as tensors, and
+  :class:`RotaryEmbedding` stands in for a transformers model's rotary module
+  (every rope type, the model's frequencies, exact angles, kept tables).
+- :func:`patch` makes a loaded transformers model use both (its rotary modules
+  and its family's apply function), checked before it changes anything, undoable.
 
 Tables are computed in double precision by sinpe's C kernel on the CPU and
 rounded once to the tensor's dtype (float16, bfloat16, float32 or float64),
@@ -44,8 +48,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "pip install torch==2.13.0 (sinpe itself works without it)"
     ) from exc
 
-__all__ = ["PositionalEncoding", "add_", "apply_rotary_pos_emb", "encode", "patch", "rope",
-           "rope_"]
+__all__ = ["PositionalEncoding", "RotaryEmbedding", "add_", "apply_rotary_pos_emb", "encode",
+           "patch", "rope", "rope_", "rope_cache"]
 
 # Typed names for forward (TorchScript reads "# type:" comments inside it).
 _is_scripting: Callable[[], bool] = torch.jit.is_scripting  # type: ignore[attr-defined]
@@ -516,6 +520,11 @@ from sinpe import _torch_rotary  # noqa: E402
 
 _torch_rotary._base = sys.modules[__name__]
 from sinpe._torch_rotary import apply_rotary_pos_emb, rope, rope_  # noqa: E402
+
+from sinpe import _rotary_embedding  # noqa: E402
+
+_rotary_embedding._base = sys.modules[__name__]
+from sinpe._rotary_embedding import RotaryEmbedding, rope_cache  # noqa: E402
 
 # patch(model): transformers models with sinpe's RoPE (imports no transformers itself)
 from sinpe._transformers import patch  # noqa: E402

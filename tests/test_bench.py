@@ -12,8 +12,9 @@ import sys
 import pytest
 
 import sinpe
+import sinpe._bench_rotary as bench_rotary
 import sinpe.bench as bench
-from conftest import require
+from conftest import optional, require
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,6 +40,10 @@ def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsy
     assert "HF/sinpe apply" in out
     for label in ("prefill of 512 tokens", "decoding step at position 1024"):
         assert out.count(f"small Llama, {label} ") == len(threads), (label, out)
+    if optional("transformers") is not None:  # RotaryEmbedding against HF's module
+        for label, _ in bench_rotary.CASES:
+            for dtype in bench_rotary.DTYPES:
+                assert out.count(f"{label} {dtype} ") == len(threads), (label, out)
 
 
 def test_floor_script_times_every_loop_and_both_formulas_keep_the_float32_promise(tmp_path):

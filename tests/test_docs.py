@@ -29,8 +29,8 @@ grab_code_blocks = require("mktestdocs").grab_code_blocks
 
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-MODULES = ["sinpe", "sinpe._core", "sinpe.plot", "sinpe.cli", "sinpe.reference", "sinpe.bench",
-           "sinpe.__main__"]  # sinpe.torch needs torch: test_torch_docstring_examples
+MODULES = ["sinpe", "sinpe._core", "sinpe._rope_types", "sinpe.plot", "sinpe.cli",
+           "sinpe.reference", "sinpe.bench", "sinpe.__main__"]  # sinpe.torch needs torch: test_torch_docstring_examples
 
 
 def doctests(module_name: str) -> list[doctest.DocTest]:
@@ -64,8 +64,10 @@ def test_docstring_examples(name, tmp_path):
 
 
 def test_torch_docstring_examples(torch, tmp_path):
-    tests = doctests("sinpe.torch") + doctests("sinpe._torch_rotary")  # what sinpe.torch exports
-    assert {"sinpe._torch_rotary.rope_", "sinpe._torch_rotary.rope"} <= {t.name for t in tests}
+    tests = (doctests("sinpe.torch") + doctests("sinpe._torch_rotary")  # what sinpe.torch exports
+             + doctests("sinpe._rotary_embedding"))
+    assert {"sinpe._torch_rotary.rope_", "sinpe._torch_rotary.rope",
+            "sinpe._rotary_embedding.rope_cache"} <= {t.name for t in tests}
     for test in tests:
         run_doctest(test, tmp_path)
 

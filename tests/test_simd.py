@@ -54,6 +54,7 @@ def outputs():
                                schedule="fairseq")
             yield sinpe.rope(130, 48, dtype=dtype, layout=layout, offset=5)[0]
             yield sinpe.rope(130, 48, dtype=dtype, layout=layout, offset=5)[1]
+            yield from sinpe.rope(130, 48, dtype=dtype, layout=layout, offset=5, scale=0.9)
         yield sinpe.encode(3, 4100, dtype=dtype)  # wide: step rows made per tile
         yield sinpe.encode(40, 33, dtype=dtype, offset=2**24 - 40)
         yield sinpe.encode_at(np.array([[3, 4, 5, 900], [-7, 0, 1, 2]]), 24, dtype=dtype,

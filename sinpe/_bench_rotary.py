@@ -1,0 +1,89 @@
+"""``python -m sinpe.bench --rope``'s rotary-module rows: sinpe.torch.RotaryEmbedding
+against transformers' own LlamaRotaryEmbedding, both called as a model calls them.
+
+The cases are a decoding step (one position, batch 1) and a 2048-token prefill, for
+a Llama 3.1 config (head_dim 128, ``llama3`` rope, max_position_embeddings 131072)
+with float32 and bfloat16 hidden states, on one thread and on all.  sinpe's table is
+made by the warm-up call (its one-time cost is reported apart, ``first call``); the
+timed calls are what every later forward costs.  The contenders are timed in blocks
+of calls taken in turn (sinpe/_bench_hot.py), medians.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Dict, List
+
+import sinpe
+
+# (label, positions: decode = the one position 2047, prefill = 0 .. 2047)
+CASES = [("decode step", "decode"), ("prefill 2048", "prefill")]
+DTYPES = ["float32", "bfloat16"]
+
+
+def rotary_module_cases(quick: bool, blocks_in_turn: Callable[..., Dict[str, float]]
+                        ) -> List[Dict[str, Any]]:
+    """Medians of RotaryEmbedding.forward and HF's forward per case, timed by
+    ``blocks_in_turn`` (sinpe/_bench_hot.py's); [] without transformers."""
+    try:
+        import torch
+        from transformers import LlamaConfig
+        from transformers.models.llama import modeling_llama as llama
+    except ImportError:
+        return []
+    import sinpe.torch as st
+
+    config = LlamaConfig(hidden_size=4096, num_attention_heads=32,
+                         max_position_embeddings=131072, rope_theta=500000.0,
+                         rope_scaling={"rope_type": "llama3", "factor": 8.0,
+                                       "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                       "original_max_position_embeddings": 8192})
+    hf = llama.LlamaRotaryEmbedding(config)
+    results = []
+    all_threads = sinpe.get_num_threads()
+    torch_threads = torch.get_num_threads()
+    rounds, seconds = (7, 1.0) if quick else (15, 4.0)
+    try:
+        for threads in sorted({1, all_threads}):
+            sinpe.set_num_threads(threads)
+            torch.set_num_threads(threads)
+            for dtype_name in DTYPES:
+                x = torch.zeros(1, 1, 4096, dtype=getattr(torch, dtype_name))
+                module = st.RotaryEmbedding(config)
+                t0 = time.perf_counter()
+                module(x, torch.tensor([[0]]))  # makes the table (131072 positions)
+                first = time.perf_counter() - t0
+                for label, kind in CASES:
+                    position_ids = (torch.tensor([[2047]]) if kind == "decode"
+                                    else torch.arange(2048)[None])
+                    times = blocks_in_turn({
+                        "sinpe": lambda: module(x, position_ids),
+                        "hf": lambda: hf(x, position_ids),
+                    }, rounds, seconds)
+                    results.append({"case": f"{label} {dtype_name}", "threads": threads,
+                                    "times": times, "first_call": first})
+    finally:
+        sinpe.set_num_threads(all_threads)
+        torch.set_num_threads(torch_threads)
+    return results
+
+
+def print_rotary_module(results: List[Dict[str, Any]], file: Any) -> None:
+    if not results:
+        print("RotaryEmbedding: transformers is not installed", file=file)
+        return
+    print("\nsinpe.torch.RotaryEmbedding vs transformers' LlamaRotaryEmbedding (Llama 3.1 "
+          "config, head_dim 128), forward only; medians of blocks taken in turn; first call = "
+          "sinpe's table of 131072 positions, made once", file=file)
+    from sinpe.bench import _format_time
+
+    rows = [["case", "threads", "RotaryEmbedding", "HF", "sinpe / HF", "first call"]]
+    for r in results:
+        t = r["times"]
+        rows.append([r["case"], str(r["threads"]), _format_time(t["sinpe"]),
+                     _format_time(t["hf"]), f"{t['sinpe'] / t['hf']:.2f}x",
+                     _format_time(r["first_call"])])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for n, row in enumerate(rows):
+        print(" | ".join(c.ljust(w) for c, w in zip(row, widths)), file=file)
+        if n == 0:
+            print("-+-".join("-" * w for w in widths), file=file)
