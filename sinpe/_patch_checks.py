@@ -4,17 +4,18 @@
   inputs of the family's form (queries and keys laid out as attention modules make
   them, a prefill and a decoding step, the model's dtype and float32 for tensors and
   caches), give the same result: bits, dtype, shape, strides and device.
-- A rotary module: sinpe's forward and a copy of HF's module (so that HF's state, e.g.
-  dynamic rope's cached frequencies, is untouched) give caches of the same shape,
-  dtype and device, and values within the float32 rounding of HF's own angles, at
-  positions short of any switch of dynamic or longrope frequencies.
+- A rotary module: sinpe's forward and a new HF module of the same class and config
+  (as sinpe's starts: without the state dynamic rope keeps from the model's earlier
+  calls, with float32 frequencies where ``model.to(dtype)`` cast the model's) give
+  caches of the same shape, dtype and device, and values within the float32
+  rounding of HF's own angles, at positions short of any switch of dynamic or
+  longrope frequencies (which would move the state of sinpe's module).
 - GPT-J's sin/cos table: sinpe's has the old one's shape, dtype and device, and its
   values within that rounding, row by row.
 
 Each failure is a ValueError that names the family and what it could not reproduce.
 """
 
-import copy
 import inspect
 from typing import Any, Callable, Iterator
 
@@ -121,20 +122,24 @@ def _unswitched_positions(module: nn.Module, layer_type: Any) -> int:
 
 def check_rotary(family: str, name: str, module: nn.Module,
                  forward: Callable[..., Any]) -> None:
-    """ValueError unless ``forward`` gives the caches of HF's ``module`` (a copy of it
-    runs: its forward may cache state), within the float32 rounding of HF's angles."""
+    """ValueError unless ``forward`` gives the caches of HF's ``module`` (a new one of its
+    class and config runs), within the float32 rounding of HF's angles."""
     what = f"the rotary module {name} ({type(module).__name__})"
-    reference = copy.deepcopy(module)
     buffers = list(module.buffers())
     device = buffers[0].device if buffers else torch.device("cpu")
+    try:  # a new one: the model's may hold dynamic rope's state, or cast frequencies
+        reference = type(module)(module.config).to(device)
+    except Exception as exc:
+        raise _refuse(family, what, f"cannot be made again from its config to check sinpe's "
+                      f"caches against ({exc!r})") from exc
     takes_layer = "layer_type" in inspect.signature(type(module).forward).parameters
     layer_types = sorted(set(getattr(module, "layer_types", None) or [])) if takes_layer else []
     for layer_type in layer_types or [None]:
         count = _unswitched_positions(module, layer_type)
         positions = torch.stack([torch.arange(count), torch.arange(count).flip(0)]).to(device)
         prefix = "" if layer_type is None else f"{layer_type}_"
-        inv_freq = getattr(module, f"{prefix}inv_freq", None)
-        scaling = getattr(module, f"{prefix}attention_scaling", None)
+        inv_freq = getattr(reference, f"{prefix}inv_freq", None)
+        scaling = getattr(reference, f"{prefix}attention_scaling", None)
         if not isinstance(inv_freq, torch.Tensor) or not isinstance(scaling, (int, float)):
             raise _refuse(family, what, f"has no {prefix}inv_freq and {prefix}attention_scaling "
                           "to check sinpe's caches against")

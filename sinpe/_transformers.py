@@ -11,9 +11,11 @@ through the model's own classes.  (The forms and the checks are imported when
 What is swapped, and why there:
 - The rotary module (``model.model.rotary_emb``, one per model): its ``forward`` is
   overridden on that instance by sinpe's :class:`sinpe.torch.RotaryEmbedding` of
-  the same config, so the patch is per model: another model of the family in the
-  process keeps HF's caches.  The module object stays (its buffers follow
-  ``model.to``, ``state_dict`` is unchanged), and ``undo`` deletes the override.
+  the same module (``RotaryEmbedding.from_module``), so the patch is per model:
+  another model of the family in the process keeps HF's caches.  The module object
+  stays (its buffers follow ``model.to``, ``state_dict`` and the module tree are
+  unchanged, attributes other code reads are HF's), and ``undo`` deletes the
+  override.
   GPT-J and CodeGen have no rotary module: each attention module keeps a table of
   sin and cos (``embed_positions``), replaced by sinpe's exact one.
 - The apply function: transformers' attention calls the modeling module's global
@@ -43,10 +45,11 @@ from torch import nn
 @dataclass(frozen=True)
 class _Family:
     """How one modeling module of transformers applies RoPE: its apply globals and the
-    sinpe form that reproduces each, and where its caches come from: "module" (a
-    rotary module giving HF's caches in ``x.dtype``), "float32" (a rotary module whose
-    caches stay float32: OLMo), "pairwise" (a rotary module with each frequency twice,
-    adjacent: Cohere), "table" (each attention module's ``embed_positions``: GPT-J)."""
+    sinpe form (sinpe._hf_forms) that reproduces each, and where its caches come from:
+    "module" (a ``*RotaryEmbedding`` module, whose forward sinpe's RotaryEmbedding
+    replaces: it gives the caches' layout and dtype as the family's module does, e.g.
+    OLMo's float32 and Cohere's pairwise ones) or "table" (GPT-J: each attention
+    module's sin/cos table ``embed_positions``, replaced by sinpe's exact one)."""
 
     apply: dict[str, str]
     caches: str = "module"
@@ -60,8 +63,8 @@ FAMILIES: dict[str, _Family] = {
                             "apply_rotary_pos_emb_interleave": "deepseek_interleave"}),
     "gpt_neox": _Family({"apply_rotary_pos_emb": "neox"}),
     "phi3": _Family({"apply_rotary_pos_emb": "neox"}),
-    "olmo": _Family({"apply_rotary_pos_emb": "cast_back"}, "float32"),
-    "cohere": _Family({"apply_rotary_pos_emb": "cohere"}, "pairwise"),
+    "olmo": _Family({"apply_rotary_pos_emb": "cast_back"}),
+    "cohere": _Family({"apply_rotary_pos_emb": "cohere"}),
     "glm": _Family({"apply_rotary_pos_emb": "glm"}),
     "gptj": _Family({"apply_rotary_pos_emb": "gptj"}, "table"),
     "codegen": _Family({"apply_rotary_pos_emb": "gptj"}, "table"),
@@ -310,8 +313,7 @@ def _plan(model: nn.Module, frequencies: str) -> _Plan:
             used[family] = source
         elif kind != "table" and type(module).__name__.endswith("RotaryEmbedding"):
             _refuse_patched(module, name)
-            rotary.append(_Rotary(name, module, family,
-                                  _sinpe_forward(module, kind, frequencies)))
+            rotary.append(_Rotary(name, module, family, _sinpe_forward(module, frequencies)))
             used[family] = source
     if unknown:
         listed = ", ".join(f"{f} ({c})" for f, c in sorted(unknown))
@@ -352,28 +354,15 @@ def _refuse_patched(module: nn.Module, name: str) -> None:
             f"({_PATCHED[module]!r}); undo that patch first")
 
 
-def _sinpe_forward(module: nn.Module, kind: str, frequencies: str) -> Callable[..., Any]:
-    """The forward that replaces ``module``'s: sinpe's rotary module of its config,
-    its caches as the family's module gives them."""
-    from sinpe import _hf_forms
+def _sinpe_forward(module: nn.Module, frequencies: str) -> Callable[..., Any]:
+    """The forward that replaces ``module``'s: that of sinpe's rotary module made from it
+    (:meth:`sinpe.torch.RotaryEmbedding.from_module`: its config, frequencies, attention
+    factor, and the layout and dtype of the caches it returns, e.g. OLMo's float32 and
+    Cohere's pairwise ones)."""
     from sinpe.torch import RotaryEmbedding
 
-    buffers = [b for b in module.buffers()]
-    device = buffers[0].device if buffers else None
-    rotary = RotaryEmbedding(copy.copy(module.config), device=device, frequencies=frequencies)
-    if kind == "float32":
-        def float32_forward(x: torch.Tensor, position_ids: torch.Tensor, *args: Any
-                            ) -> tuple[torch.Tensor, torch.Tensor]:
-            cos, sin = rotary(x.new_empty((), dtype=torch.float32), position_ids, *args)
-            return cos, sin
-        return float32_forward
-    if kind == "pairwise":
-        def pairwise_forward(x: torch.Tensor, position_ids: torch.Tensor, *args: Any
-                             ) -> tuple[torch.Tensor, torch.Tensor]:
-            cos, sin = rotary(x, position_ids, *args)
-            return _hf_forms._pairwise(cos), _hf_forms._pairwise(sin)
-        return pairwise_forward
-    forward: Callable[..., Any] = rotary.forward
+    forward: Callable[..., Any] = RotaryEmbedding.from_module(
+        module, frequencies=frequencies).forward
     return forward
 
 
