@@ -33,10 +33,11 @@ def rotary_module_cases(quick: bool, blocks_in_turn: Callable[..., Dict[str, flo
     import sinpe.torch as st
 
     config = LlamaConfig(hidden_size=4096, num_attention_heads=32,
-                         max_position_embeddings=131072, rope_theta=500000.0,
-                         rope_scaling={"rope_type": "llama3", "factor": 8.0,
-                                       "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                       "original_max_position_embeddings": 8192})
+                         max_position_embeddings=131072,
+                         rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0,
+                                          "factor": 8.0, "low_freq_factor": 1.0,
+                                          "high_freq_factor": 4.0,
+                                          "original_max_position_embeddings": 8192})
     hf = llama.LlamaRotaryEmbedding(config)
     results = []
     all_threads = sinpe.get_num_threads()
@@ -56,8 +57,8 @@ def rotary_module_cases(quick: bool, blocks_in_turn: Callable[..., Dict[str, flo
                     position_ids = (torch.tensor([[2047]]) if kind == "decode"
                                     else torch.arange(2048)[None])
                     times = blocks_in_turn({
-                        "sinpe": lambda: module(x, position_ids),
-                        "hf": lambda: hf(x, position_ids),
+                        "sinpe": lambda ids=position_ids: module(x, ids),
+                        "hf": lambda ids=position_ids: hf(x, ids),
                     }, rounds, seconds)
                     results.append({"case": f"{label} {dtype_name}", "threads": threads,
                                     "times": times, "first_call": first})

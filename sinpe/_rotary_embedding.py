@@ -481,7 +481,9 @@ def _hf_frequencies(hf: nn.Module, config: Any, rope_type: str, layer_type: Opti
     function: Any = (getattr(type(hf), "compute_default_rope_parameters", None)
                      if rope_type == "default" else ROPE_INIT_FUNCTIONS.get(rope_type))
     if function is None:
-        raise ValueError(f"rope_type {rope_type!r} is not one transformers knows")
+        raise ValueError(f"rope_type {rope_type!r}: {type(hf).__name__} has no "
+                         "compute_default_rope_parameters" if rope_type == "default" else
+                         f"rope_type {rope_type!r} is not one transformers knows")
     kwargs: dict[str, Any] = {} if layer_type is None else {"layer_type": layer_type}
     if seq_len is not None and rope_type != "default":
         kwargs["seq_len"] = torch.tensor(seq_len) if rope_type == "dynamic" else seq_len
