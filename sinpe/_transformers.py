@@ -29,7 +29,6 @@ What is swapped, and why there:
   last ``undo`` puts the original back (unless something else replaced it since).
 """
 
-import copy
 import sys
 import threading
 import weakref

@@ -26,11 +26,14 @@ bfloat16 for OLMo), on 40 tokens:
     swapped in by the test), an unknown family, a model without rotary
     embeddings, a second patch, bad arguments: each raises, and nothing changed.
 And: an unpatched model of a patched family keeps its bits (the globals are
-shared); model.to(dtype) between patch and undo; the context manager.
+shared); model.to(dtype) between patch and undo; the context manager; sinpe.torch
+does not import transformers.
 """
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 
 import pytest
 from conftest import bits, require, require_module, require_torch
@@ -327,3 +330,12 @@ def test_undo_after_model_to_follows_the_models_dtype():
     handle.undo()
     for block, table in zip(model.transformer.h, hf_tables):
         assert same(block.attn.embed_positions, table.double())
+
+
+def test_sinpe_torch_does_not_import_transformers(tmp_path):
+    """patch reaches transformers through the model's own modules only."""
+    code = ("import sys, sinpe.torch\n"
+            "print(callable(sinpe.torch.patch), 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120, check=True).stdout
+    assert out.split() == ["True", "False"]
