@@ -256,6 +256,17 @@ class RotaryEmbedding(nn.Module):
                                  f"({list(self._rotaries)}): build one with layer_type=")
         return next(iter(self._rotaries.values()))
 
+    # copy.deepcopy and pickle (of a model holding the module, or a patched one): the
+    # lock is not copied, each copy gets its own
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_lock", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._lock = threading.Lock()
+
     def extra_repr(self) -> str:
         width = 2 * len(next(iter(self._rotaries.values())).freq)
         dtype = "x.dtype" if self.output_dtype is None else str(self.output_dtype)

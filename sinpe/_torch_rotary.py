@@ -364,8 +364,8 @@ def _cache_views(cos: torch.Tensor, sin: torch.Tensor) -> _Views:
     change the strides torch gives the size-1 dimensions of its result (HF's expression
     makes those)."""
     if (cos.dtype is sin.dtype and cos.dtype in _base._DTYPES and cos.layout == torch.strided
-            and sin.layout == torch.strided and _default_strides(cos) and _default_strides(sin)
-            and _base._kernel_writes(cos) and _base._kernel_writes(sin)):
+            and sin.layout == torch.strided and _base._kernel_writes(cos)
+            and _base._kernel_writes(sin) and _default_strides(cos) and _default_strides(sin)):
         return _view(cos), _view(sin)
     return None
 

@@ -339,3 +339,28 @@ def test_sinpe_torch_does_not_import_transformers(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=tmp_path, timeout=120, check=True).stdout
     assert out.split() == ["True", "False"]
+
+
+def test_exact_frequencies_reach_the_rotary_module(llama_pair):
+    """frequencies="exact": the rotary module's caches use sinpe.rope_frequencies' double
+    frequencies (RotaryEmbedding's option), and undo still gives back HF's bits."""
+    (model, _), ids, (before, _) = llama_pair
+    rotary = model.model.rotary_emb
+    positions = torch.arange(40)[None]
+    x = torch.zeros(1, 40, 8)
+    with torch.no_grad(), st.patch(model, frequencies="exact"):
+        cos, _ = rotary(x, positions)
+        want, _ = st.RotaryEmbedding.from_module(rotary, frequencies="exact")(x, positions)
+        assert same(cos, want)
+        model(ids)
+    with torch.no_grad():
+        assert same(model(ids).logits, before)
+
+
+def test_a_patched_model_can_be_copied(llama_pair):
+    """copy.deepcopy of a patched model (its rotary module's forward is sinpe's module's,
+    whose lock each copy makes anew) gives a model with the patched logits."""
+    (model, _), ids, _ = llama_pair
+    with torch.no_grad(), st.patch(model):
+        twin = copy.deepcopy(model)
+        assert same(twin(ids).logits, model(ids).logits)
