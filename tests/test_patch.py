@@ -27,7 +27,8 @@ bfloat16 for OLMo), on 40 tokens:
     embeddings, a second patch, bad arguments: each raises, and nothing changed.
 And: an unpatched model of a patched family keeps its bits (the globals are
 shared); model.to(dtype) between patch and undo; the context manager; sinpe.torch
-does not import transformers.
+does not import transformers; on the CPU, sinpe's kernel rotates every query and key
+of a patched model (prefill and decoding step).
 """
 from __future__ import annotations
 
@@ -364,3 +365,26 @@ def test_a_patched_model_can_be_copied(llama_pair):
     with torch.no_grad(), st.patch(model):
         twin = copy.deepcopy(model)
         assert same(twin(ids).logits, model(ids).logits)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_kernel_rotates_every_query_and_key_of_a_patched_model(name, one_thread,
+                                                                    monkeypatch):
+    """On the CPU, in a prefill and in a decoding step: one kernel call per query and
+    key of each layer (the layouts attention makes are the kernel's, not torch's
+    fallback)."""
+    import sinpe
+
+    calls = []
+    rotate_by = sinpe._core._rotate_by
+    monkeypatch.setattr(sinpe._core, "_rotate_by",
+                        lambda *a, **k: (calls.append(1), rotate_by(*a, **k))[1])
+    model = build(name)
+    ids = torch.randint(3, VOCAB, (1, 10), generator=torch.Generator().manual_seed(9))
+    with torch.no_grad(), st.patch(model):
+        calls.clear()  # (patch's own checks ran the kernel too)
+        out = model(ids[:, :9], use_cache=True)
+        assert len(calls) == 2 * model.config.num_hidden_layers
+        calls.clear()
+        model(ids[:, 9:], past_key_values=out.past_key_values, use_cache=True)
+        assert len(calls) == 2 * model.config.num_hidden_layers
