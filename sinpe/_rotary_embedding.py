@@ -239,6 +239,17 @@ class RotaryEmbedding(nn.Module):
         self.output_dtype = (_base._check_dtype(output_dtype) if output_dtype is not None
                              else seen_dtype)
 
+    # -- copies (copy.deepcopy of a model, pickling): all but the lock, made anew
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     # -- what HF's module has
 
     @property

@@ -21,8 +21,10 @@
 """
 from __future__ import annotations
 
+import copy
 import functools
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -299,6 +301,16 @@ def test_no_grad_inference_mode_and_no_state():
     module.to(torch.bfloat16)  # nothing to round: no buffers
     assert torch.equal(module.inv_freq, before) and torch.equal(
         module(torch.zeros(1), torch.arange(10)[None])[0], outside[0])
+
+
+def test_copies_and_pickles_give_the_same_caches():
+    module = st.RotaryEmbedding(small_config(rope_scaling={"rope_type": "dynamic",
+                                                           "factor": 2.0}))
+    x, position_ids = torch.zeros(1), torch.arange(100)[None]  # grown: dynamic's state
+    before = module(x, position_ids)
+    for copied in (copy.deepcopy(module), pickle.loads(pickle.dumps(module))):
+        assert_same(copied(x, position_ids), before)
+        assert copied._rotary_of(None).max_seq_len_cached == 100
 
 
 def test_a_model_with_sinpes_module_gives_hfs_logits():
