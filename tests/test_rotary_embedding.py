@@ -245,7 +245,12 @@ def test_longrope_switches_as_transformers():
                            original_max_position_embeddings=64, rope_scaling={
                                "type": "longrope", "short_factor": [1.0 + k for k in range(16)],
                                "long_factor": [2.0 + 3 * k for k in range(16)]})
-    run_side_by_side(config, [10, 64, 65, 300, 64, 1000], torch.bfloat16)
+    module = run_side_by_side(config, [10, 64, 65, 300, 64, 1000], torch.bfloat16)
+    hf, x = hf_module(config), torch.zeros(1)
+    for positions in ([[3.0, 63.0]], [[3.0, 63.5]]):  # max + 1 = 64.5 > 64: the long factors
+        position_ids = torch.tensor(positions)
+        hf(x, position_ids)
+        assert_same(module(x, position_ids), want(position_ids, *freq_of(hf), torch.float32))
 
 
 def small_config(**kw):
