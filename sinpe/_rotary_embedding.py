@@ -238,17 +238,6 @@ class RotaryEmbedding(nn.Module):
         self.output_dtype = (_base._check_dtype(output_dtype) if output_dtype is not None
                              else seen_dtype)
 
-    # -- copies (copy.deepcopy of a model, pickling): all but the lock, made anew
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
-
     # -- what HF's module has
 
     @property
@@ -274,6 +263,17 @@ class RotaryEmbedding(nn.Module):
             raise AttributeError("this module holds several layer types "
                                  f"({list(self._rotaries)}): build one with layer_type=")
         return next(iter(self._rotaries.values()))
+
+    # copy.deepcopy and pickle (of a model holding the module, or a patched one): the
+    # lock is not copied, each copy gets its own
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.pop("_lock", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._lock = threading.Lock()
 
     def extra_repr(self) -> str:
         width = 2 * len(next(iter(self._rotaries.values())).freq)
