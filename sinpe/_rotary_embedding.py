@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import math
 import operator
 import threading
 from collections import OrderedDict
@@ -231,8 +232,6 @@ class RotaryEmbedding(nn.Module):
         first = next(iter(self._rotaries.values()))
         self.rope_type: Any = ({t: r.rope_type for t, r in self._rotaries.items()}
                                if self._per_type else first.rope_type)
-        self.max_seq_len_cached = first.max_seq_len_cached
-        self.original_max_seq_len = first.trained
         seen_layout, seen_dtype = _probe(hf, types[0]) if hf is not None else (None, None)
         self.layout = layout if layout is not None else seen_layout or "concatenated"
         _check_choice(self.layout, "layout", ("concatenated", "interleaved"))
@@ -249,6 +248,15 @@ class RotaryEmbedding(nn.Module):
     @property
     def attention_scaling(self) -> float:
         return self._single().scaling
+
+    @property
+    def max_seq_len_cached(self) -> Optional[float]:
+        """dynamic's state, as transformers' module keeps it (one layer type)."""
+        return self._single().max_seq_len_cached
+
+    @property
+    def original_max_seq_len(self) -> Optional[int]:
+        return self._single().trained
 
     def _single(self) -> _Rotary:
         if len(self._rotaries) != 1:
@@ -307,7 +315,7 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(f"position_ids must lie within +-sinpe.MAX_POSITION = "
                              f"{sinpe.MAX_POSITION}, got {lo} .. {hi}")
         with self._lock:
-            key, freq, scaling = rotary.select(int(hi) + 1 if integral else int(np.floor(hi)) + 1)
+            key, freq, scaling = rotary.select(hi + 1)  # HF's max(position_ids) + 1
             cos_table = sin_table = None
             if key is not None and integral and lo >= 0:
                 tables = rotary.table(key, freq, scaling, int(hi) + 1, self.layout, dtype, device)
@@ -360,7 +368,7 @@ class _Rotary:
         self.rope_type = params.get("rope_type", params.get("type", "default"))
         trained = getattr(config, "max_position_embeddings", None)
         self.trained: Optional[int] = trained if isinstance(trained, int) else None
-        self.max_seq_len_cached = self.trained
+        self.max_seq_len_cached: Optional[float] = self.trained
         self.original = params.get("original_max_position_embeddings", self.trained)
         # dynamic's frequencies past the trained length (None: the first ones) and
         # longrope's long ones (made when first needed, as HF makes them)
@@ -386,7 +394,8 @@ class _Rotary:
                 return buffer.detach().to("cpu", torch.float64).numpy(), float(scaling)
         return self._compute(None)
 
-    def _compute(self, seq_len: Optional[int], exact: bool = False) -> tuple[np.ndarray, float]:
+    def _compute(self, seq_len: Optional[float], exact: bool = False
+                 ) -> tuple[np.ndarray, float]:
         """The frequencies at seq_len (None: at construction, as HF's module calls its
         init function)."""
         exact = exact or self.frequencies == "exact"
@@ -394,13 +403,14 @@ class _Rotary:
             return _hf_frequencies(self.hf, self.config, self.rope_type, self.layer_type, seq_len)
         if seq_len is None:  # what HF's functions take for a missing seq_len
             seq_len = {"dynamic": self.trained, "longrope": self.original}.get(self.rope_type)
-        freq, scaling = rope_frequencies(None, self.config, seq_len=seq_len,
-                                         layer_type=self.layer_type)
+        freq, scaling = rope_frequencies(
+            None, self.config, seq_len=None if seq_len is None else math.ceil(seq_len),
+            layer_type=self.layer_type)
         if not exact:  # transformers' are float32
             freq = freq.astype(np.float32).astype(np.float64)
         return freq, scaling
 
-    def select(self, seq_len: int) -> tuple[Optional[str], np.ndarray, float]:
+    def select(self, seq_len: float) -> tuple[Optional[str], np.ndarray, float]:
         """The frequencies for a call whose positions reach seq_len - 1, and the key of
         their table (None: they do not last beyond this call).  HF's
         dynamic_rope_update: longrope's long factors past the trained length,
@@ -482,7 +492,7 @@ def _family_module(config: Any) -> Optional[nn.Module]:
 
 
 def _hf_frequencies(hf: nn.Module, config: Any, rope_type: str, layer_type: Optional[str],
-                    seq_len: Optional[int]) -> tuple[np.ndarray, float]:
+                    seq_len: Optional[float]) -> tuple[np.ndarray, float]:
     """transformers' own frequencies (float32, as float64) and attention factor, by
     the function its module calls: ROPE_INIT_FUNCTIONS, or the family's
     compute_default_rope_parameters; seq_len as its dynamic_rope_update passes it

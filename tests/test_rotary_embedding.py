@@ -21,8 +21,10 @@
 """
 from __future__ import annotations
 
+import copy
 import functools
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -243,7 +245,12 @@ def test_longrope_switches_as_transformers():
                            original_max_position_embeddings=64, rope_scaling={
                                "type": "longrope", "short_factor": [1.0 + k for k in range(16)],
                                "long_factor": [2.0 + 3 * k for k in range(16)]})
-    run_side_by_side(config, [10, 64, 65, 300, 64, 1000], torch.bfloat16)
+    module = run_side_by_side(config, [10, 64, 65, 300, 64, 1000], torch.bfloat16)
+    hf, x = hf_module(config), torch.zeros(1)
+    for positions in ([[3.0, 63.0]], [[3.0, 63.5]]):  # max + 1 = 64.5 > 64: the long factors
+        position_ids = torch.tensor(positions)
+        hf(x, position_ids)
+        assert_same(module(x, position_ids), want(position_ids, *freq_of(hf), torch.float32))
 
 
 def small_config(**kw):
@@ -299,6 +306,16 @@ def test_no_grad_inference_mode_and_no_state():
     module.to(torch.bfloat16)  # nothing to round: no buffers
     assert torch.equal(module.inv_freq, before) and torch.equal(
         module(torch.zeros(1), torch.arange(10)[None])[0], outside[0])
+
+
+def test_copies_and_pickles_give_the_same_caches():
+    module = st.RotaryEmbedding(small_config(rope_scaling={"rope_type": "dynamic",
+                                                           "factor": 2.0}))
+    x, position_ids = torch.zeros(1), torch.arange(100)[None]  # grown: dynamic's state
+    before = module(x, position_ids)
+    for copied in (copy.deepcopy(module), pickle.loads(pickle.dumps(module))):
+        assert_same(copied(x, position_ids), before)
+        assert copied._rotary_of(None).max_seq_len_cached == 100
 
 
 def test_a_model_with_sinpes_module_gives_hfs_logits():
