@@ -272,7 +272,7 @@ class RotaryEmbedding(nn.Module):
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(state)
+        super().__setstate__(state)  # type: ignore[no-untyped-call]
         self._lock = threading.Lock()
 
     def extra_repr(self) -> str:
