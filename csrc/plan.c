@@ -66,6 +66,7 @@ static void plan_free(plan_t *plan)
     }
     free(plan->held);
     free(plan->snapshot);
+    free(plan->sections.of);
     free(plan);
 }
 
@@ -591,15 +592,21 @@ static int plan_make(plan_t **out_plan, const sinpe_plan *p, const sinpe_array *
         overflow |= sinpe_mul_overflow_ptrdiff(elements, out->shape[i], &elements);
         empty |= out->shape[i] == 0;
     }
-    /* zero strides let a view describe more elements than ptrdiff_t counts */
-    if ((!given && check_positions(p, nrow_axes) != SINPE_OK) || (overflow && !empty)) {
+    /* zero strides let a view describe more elements than ptrdiff_t counts;
+     * positions: one per row, or per section and row */
+    ptrdiff_t values = rows;
+    overflow |= sinpe_mul_overflow_ptrdiff(rows, p->nsections > 1 ? p->nsections : 1, &values);
+    if ((!given && check_positions(p, nrow_axes) != SINPE_OK) ||
+        sinpe_plan_check_section_form(p) != SINPE_OK || (overflow && !empty)) {
         return SINPE_ERR_INVALID;
     }
     if (empty) {
         return (unsigned)p->layout <= SINPE_SINES_FIRST ? SINPE_OK : SINPE_ERR_INVALID;
     }
+    const ptrdiff_t width = p->rotate && p->rotary_dim != 0 ? p->rotary_dim : d;
     if ((p->rotate ? sinpe_plan_check_rotation(p, out, d) : check_columns(p, d)) != SINPE_OK ||
-        (p->split != NULL && check_grid(p, out) != SINPE_OK)) {
+        (p->split != NULL && check_grid(p, out) != SINPE_OK) ||
+        (p->nsections > 0 && sinpe_plan_check_sections(p, width / 2) != SINPE_OK)) {
         return SINPE_ERR_INVALID;
     }
     if (out->data == NULL || (out2 != NULL && out2->data == NULL)) {
@@ -629,11 +636,12 @@ static int plan_make(plan_t **out_plan, const sinpe_plan *p, const sinpe_array *
                                      !p->rope ? KIND_TABLE : t == 0 ? KIND_COS : KIND_SIN};
     }
     plan->rotating = p->rotate != 0;
-    if (plan->rotating) {
+    if (plan->rotating || p->nsections > 0) { /* caches with sections use its tile */
         rotation_t *rot = &plan->rot;
-        rot->dim = p->rotary_dim == 0 ? d : p->rotary_dim;
+        rot->dim = width;
         rot->interleaved = p->layout == SINPE_INTERLEAVED;
-        rot->tile_dtype = p->exact ? SINPE_FLOAT64 : out->dtype;
+        rot->tile_dtype = p->exact || (out2 != NULL && out2->dtype != out->dtype) ? SINPE_FLOAT64
+                                                                                 : out->dtype;
         rot->scale = p->scale;
         rot->inverse = p->inverse != 0;
         rot->staged = rot->tile_dtype != SINPE_FLOAT64 && (p->scale != 1.0 || p->inverse);
@@ -642,23 +650,27 @@ static int plan_make(plan_t **out_plan, const sinpe_plan *p, const sinpe_array *
             rot->source_fmt = row_format_of(p->source);
         }
     }
-    int status = take_inputs(plan, p, rows);
+    int status = take_inputs(plan, p, values);
     const double most =
-        given ? 0.0 : max_abs_position(plan, p, rows, p->pos_axis >= 0 ? out->shape[p->pos_axis] : 0);
+        given ? 0.0
+              : max_abs_position(plan, p, values, p->pos_axis >= 0 ? out->shape[p->pos_axis] : 0);
     if (status == SINPE_OK && most < 0.0) {
         status = SINPE_ERR_INVALID;
     }
     ptrdiff_t col = 0, sines = 0;
     for (int i = 0; i < ngroups && status == SINPE_OK && !given; ++i) {
         const int axis = p->split != NULL ? p->order[i] : p->pos_axis;
-        const ptrdiff_t width = p->split != NULL ? p->split[axis] : p->rotate ? plan->rot.dim : d;
+        const ptrdiff_t columns = p->split != NULL ? p->split[axis] : width;
         const double reach = p->split != NULL ? (double)(out->shape[axis] - 1) : most;
-        status = make_group(plan, p, outs, &groups[i], axis, col, width, sines, reach);
-        col += width;
-        sines += width / 2;
+        status = make_group(plan, p, outs, &groups[i], axis, col, columns, sines, reach);
+        col += columns;
+        sines += columns / 2;
+    }
+    if (status == SINPE_OK && p->nsections > 0) {
+        status = sinpe_plan_sections(plan, p, groups[0].nfreq, rows);
     }
     if (status == SINPE_OK) {
-        if (p->rotate) {
+        if (p->rotate || p->nsections > 0) {
             hold_anchors(plan);
             status = sinpe_plan_cut_rotation(plan, p, out, rows);
         } else {

@@ -110,6 +110,19 @@ typedef struct {
     ptrdiff_t bstride[4][SINPE_MAX_DIMS];
 } rotation_t;
 
+/* Sections (sinpe.h; sections.c runs them): rows of RoPE caches or of a
+ * rotation whose frequencies take their positions from S rows of
+ * positions.  They reuse a rotation's tile (rotate.c) and its windows cut:
+ * the cache rows of the window's positions, of every section, are made
+ * once into the tile, then each row's merged cache row (each frequency
+ * from its section's position) is gathered into the merged rows after it. */
+typedef struct {
+    int count;          /* S; 0: no sections */
+    unsigned char *of;  /* [nfreq]: the section of each frequency (owned) */
+    ptrdiff_t stride;   /* positions: section s of C-order row i at [s * stride + i] */
+    size_t merged_at;   /* where a worker's merged rows start in its tile (bytes) */
+} sections_t;
+
 typedef struct {
     int ntargets;
     target_t target[2];
@@ -157,7 +170,8 @@ typedef struct {
 
     int rotating;                 /* the target is rotated (rotate.c), on spans, windows or
                                    * rows (given caches) */
-    rotation_t rot;
+    rotation_t rot;               /* rotations; with sections, caches too (their tile) */
+    sections_t sections;
 } plan_t;
 
 /* Output bytes per chunk: big enough that the pool hand-off vanishes, small
@@ -213,6 +227,16 @@ void sinpe_plan_chunk(void *plan, ptrdiff_t chunk, int worker);
 
 /* Runs chunk `chunk` of a rotating plan on worker `worker` (rotate.c). */
 void sinpe_rotate_chunk(const plan_t *plan, ptrdiff_t chunk, int worker);
+
+/* Sections (sections.c): their structure, for empty outputs too (pos_axis,
+ * padding, grids, adds and given caches excluded), and their counts for m
+ * frequencies (SINPE_OK or SINPE_ERR_INVALID); the section of each
+ * frequency into plan->sections (SINPE_ERR_NOMEM); and a chunk of a plan
+ * with sections, on the cut sinpe_plan_cut_rotation makes. */
+int sinpe_plan_check_section_form(const sinpe_plan *p);
+int sinpe_plan_check_sections(const sinpe_plan *p, ptrdiff_t m);
+int sinpe_plan_sections(plan_t *plan, const sinpe_plan *p, ptrdiff_t m, ptrdiff_t rows);
+void sinpe_sections_chunk(const plan_t *plan, ptrdiff_t chunk, int worker);
 
 /* Doubles of per-worker scratch run.c needs for the plan's tiles. */
 size_t sinpe_plan_scratch_doubles(const plan_t *plan);
