@@ -159,15 +159,25 @@ static double max_abs_position(const plan_t *plan, const sinpe_plan *p, ptrdiff_
         const double most = fabs(lo) > fabs(hi) ? fabs(lo) : fabs(hi);
         return most <= bound ? most : -1.0;
     }
-    double most = 0.0;
-    for (ptrdiff_t i = 0; i < rows; ++i) {
-        const double x = plan->ints != NULL ? (double)plan->ints[i] : plan->reals[i];
-        if (!(fabs(x) <= bound)) { /* NaN too */
-            return -1.0;
+    /* No exit and no conversion inside the loops, so that they vectorise:
+     * a call's positions can outnumber its rows' features per head. */
+    if (plan->ints != NULL) {
+        int64_t lo = 0, hi = 0;
+        for (ptrdiff_t i = 0; i < rows; ++i) {
+            lo = plan->ints[i] < lo ? plan->ints[i] : lo;
+            hi = plan->ints[i] > hi ? plan->ints[i] : hi;
         }
-        most = fabs(x) > most ? fabs(x) : most;
+        const double most = -(double)lo > (double)hi ? -(double)lo : (double)hi;
+        return most <= bound ? most : -1.0;
     }
-    return most;
+    double most = 0.0;
+    int outside = 0;
+    for (ptrdiff_t i = 0; i < rows; ++i) {
+        const double a = fabs(plan->reals[i]);
+        outside |= !(a <= bound); /* NaN too */
+        most = a > most ? a : most;
+    }
+    return outside ? -1.0 : most;
 }
 
 /* ------------------------------------------------------------------ */
