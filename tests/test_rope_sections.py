@@ -128,7 +128,7 @@ def test_caches_with_sections_are_the_per_section_caches():
             for dtype in DTYPES:
                 got = sinpe.rope(None, 32, positions=Ps, sections=sections, sections_layout=rule,
                                  layout=layout, dtype=dtype)
-                for g, w in zip(got, want):
+                for g, w in zip(got, want, strict=True):
                     assert g.shape == P.shape[1:] + (32,)
                     assert_bits_equal(g, R.round_once(w, np.dtype(dtype)), f"{sections} {layout}")
     # float positions, explicit frequencies, out= of another byte order and strides
