@@ -137,7 +137,7 @@ def test_caches_with_sections_are_the_per_section_caches():
     want = section_caches(Pf, 16, (4, 2, 2), freq=freq)
     outs = tuple(np.zeros((9, 33), ">f4")[:, ::2][:, :16] for _ in range(2))
     got = sinpe.rope(None, 16, positions=Pf, sections=(4, 2, 2), freq=freq, out=outs)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert_bits_equal(R.native(g), w.astype(np.float32))
 
 
