@@ -646,16 +646,17 @@ static int plan_make(plan_t **out_plan, const sinpe_plan *p, const sinpe_array *
                                      !p->rope ? KIND_TABLE : t == 0 ? KIND_COS : KIND_SIN};
     }
     plan->rotating = p->rotate != 0;
-    if (plan->rotating || p->nsections > 0) { /* caches with sections use its tile */
+    if (plan->rotating || p->nsections > 0) { /* caches with sections use its tile, as they are */
         rotation_t *rot = &plan->rot;
         rot->dim = width;
         rot->interleaved = p->layout == SINPE_INTERLEAVED;
-        rot->tile_dtype = p->exact || (out2 != NULL && out2->dtype != out->dtype) ? SINPE_FLOAT64
-                                                                                 : out->dtype;
-        rot->scale = p->scale;
-        rot->inverse = p->inverse != 0;
-        rot->staged = rot->tile_dtype != SINPE_FLOAT64 && (p->scale != 1.0 || p->inverse);
-        if (p->source != NULL) {
+        rot->tile_dtype = (plan->rotating && p->exact) || (out2 != NULL && out2->dtype != out->dtype)
+                              ? SINPE_FLOAT64
+                              : out->dtype;
+        rot->scale = plan->rotating ? p->scale : 1.0;
+        rot->inverse = plan->rotating && p->inverse;
+        rot->staged = rot->tile_dtype != SINPE_FLOAT64 && (rot->scale != 1.0 || rot->inverse);
+        if (plan->rotating && p->source != NULL) {
             rot->source = p->source->data;
             rot->source_fmt = row_format_of(p->source);
         }
