@@ -37,6 +37,9 @@ def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsy
         label = f"rope_ {tuple(shape)} {dtype}" + (" axis=1" if axis == 1 else "")
         assert out.count(label + " ") == len(threads), (label, out)
     assert "HF/sinpe apply" in out
+    sections = out.split("multi-axis RoPE")[1]
+    for shape, dtype in bench.SECTION_CASES:
+        assert sections.count(f"rope_ {tuple(shape)} {dtype} ") == len(threads), (shape, out)
 
 
 def test_floor_script_times_every_loop_and_both_formulas_keep_the_float32_promise(tmp_path):
