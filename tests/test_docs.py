@@ -86,8 +86,8 @@ BLOCKS = python_blocks()
 
 def test_every_python_block_is_found():
     # the README's examples: intro, torch drop-in, deployment paths, tensors, out=, rotary
-    # embeddings (NumPy, torch, the HF patch), plots, plots with ax=, show_config
-    assert sum(1 for p in BLOCKS if p.id.startswith("README.md")) == 11
+    # embeddings (NumPy, torch, the HF patch, multi-axis), plots, plots with ax=, show_config
+    assert sum(1 for p in BLOCKS if p.id.startswith("README.md")) == 12
 
 
 @pytest.mark.parametrize("block", BLOCKS)
