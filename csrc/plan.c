@@ -145,8 +145,38 @@ static int check_positions(const sinpe_plan *p, int nrow_axes)
     return (p->ints == NULL) != (p->reals == NULL) ? SINPE_OK : SINPE_ERR_INVALID;
 }
 
+/* Whether every explicit position is within the supported range (a NaN is
+ * not).  Loops without an exit, branch or conversion, which vectorise: a
+ * call's positions (broadcast over the heads, and one per section) can be
+ * as many as its rows. */
+static int positions_in_range(const plan_t *plan, ptrdiff_t rows)
+{
+    const uint64_t bound = (uint64_t)SINPE_MAX_POSITION;
+    if (plan->ints != NULL) {
+        /* p + bound in [0, 2 bound] exactly when p is in range; the bits of
+         * all of them stay below 2 bound (a power of two) unless one is
+         * out of range or at +bound itself, which the exact loop tells */
+        uint64_t bits = 0;
+        for (ptrdiff_t i = 0; i < rows; ++i) {
+            bits |= (uint64_t)plan->ints[i] + bound;
+        }
+        int outside = 0;
+        for (ptrdiff_t i = 0; bits >= 2 * bound && i < rows; ++i) {
+            outside |= (uint64_t)plan->ints[i] + bound > 2 * bound;
+        }
+        return !outside;
+    }
+    int outside = 0;
+    for (ptrdiff_t i = 0; i < rows; ++i) {
+        outside |= !(fabs(plan->reals[i]) <= (double)bound);
+    }
+    return !outside;
+}
+
 /* The largest |position| of the call, or -1 when one is out of the
- * supported range (or not finite). */
+ * supported range (or not finite).  Explicit positions and a schedule's
+ * frequencies (none above 1, so that every position in range keeps every
+ * angle in range): the bound itself, all the checks need. */
 static double max_abs_position(const plan_t *plan, const sinpe_plan *p, ptrdiff_t rows,
                                ptrdiff_t outer_count)
 {
@@ -159,25 +189,15 @@ static double max_abs_position(const plan_t *plan, const sinpe_plan *p, ptrdiff_
         const double most = fabs(lo) > fabs(hi) ? fabs(lo) : fabs(hi);
         return most <= bound ? most : -1.0;
     }
-    /* No exit and no conversion inside the loops, so that they vectorise:
-     * a call's positions can outnumber its rows' features per head. */
-    if (plan->ints != NULL) {
-        int64_t lo = 0, hi = 0;
-        for (ptrdiff_t i = 0; i < rows; ++i) {
-            lo = plan->ints[i] < lo ? plan->ints[i] : lo;
-            hi = plan->ints[i] > hi ? plan->ints[i] : hi;
-        }
-        const double most = -(double)lo > (double)hi ? -(double)lo : (double)hi;
-        return most <= bound ? most : -1.0;
+    if (!positions_in_range(plan, rows)) {
+        return -1.0;
     }
-    double most = 0.0;
-    int outside = 0;
-    for (ptrdiff_t i = 0; i < rows; ++i) {
-        const double a = fabs(plan->reals[i]);
-        outside |= !(a <= bound); /* NaN too */
+    double most = p->freq == NULL ? bound : 0.0;
+    for (ptrdiff_t i = 0; p->freq != NULL && i < rows; ++i) {
+        const double a = plan->ints != NULL ? fabs((double)plan->ints[i]) : fabs(plan->reals[i]);
         most = a > most ? a : most;
     }
-    return outside ? -1.0 : most;
+    return most;
 }
 
 /* ------------------------------------------------------------------ */
