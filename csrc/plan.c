@@ -432,15 +432,17 @@ static void cut_spans(plan_t *plan, double row_bytes)
     plan->cancel_period = count_in(ceil(CANCEL_BYTES * plan->parts / (span_bytes + 1.0)), 1000000000);
 }
 
-void sinpe_plan_cut_windows(plan_t *plan)
+void sinpe_plan_cut_windows(plan_t *plan, double most_window)
 {
     const group_t *g = &plan->groups[0];
     plan->length = g->outer.shape[g->outer.naxes - 1];
     plan->leads = g->outer_count / plan->length;
     /* half the tile, so that positions shifted between sequences (left
      * padding) still fit one range; a kept table holds them all */
+    const double half = (double)(plan->tile_rows / 2);
     plan->window = plan->made != NULL ? plan->length
-                                      : count_in((double)(plan->tile_rows / 2), plan->length);
+                                      : count_in(most_window < half ? most_window : half,
+                                                 plan->length);
     plan->windows = ceil_div(plan->length, plan->window);
     const double busy = ceil(4.0 * plan->threads / ((double)plan->windows * (double)g->ntiles));
     plan->per_part = ceil_div(plan->leads, count_in(plan->threads > 1 ? busy : 1.0, plan->leads));
@@ -592,7 +594,7 @@ static int cut(plan_t *plan, const sinpe_plan *p, const sinpe_array *out, ptrdif
         }
     } else if (plan->adding && plan->groups[0].axis < 0) {
         plan->cut = CUT_WINDOWS;
-        sinpe_plan_cut_windows(plan);
+        sinpe_plan_cut_windows(plan, HUGE_VAL);
     } else {
         plan->cut = CUT_SPANS;
         cut_spans(plan, row_bytes);

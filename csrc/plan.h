@@ -121,6 +121,8 @@ typedef struct {
     unsigned char *of;  /* [nfreq]: the section of each frequency (owned) */
     ptrdiff_t stride;   /* positions: section s of C-order row i at [s * stride + i] */
     size_t merged_at;   /* where a worker's merged rows start in its tile (bytes) */
+    size_t same_at;     /* and a flag per leading row of a chunk: whether it has the
+                         * positions of the leading row before it */
 } sections_t;
 
 typedef struct {
@@ -211,9 +213,11 @@ static inline sinpe_row_format row_format_of(const sinpe_array *a)
 }
 
 /* plan.c's pieces that plan_rotate.c shares: per-worker scratch (with_tiles:
- * and a tile of tile_bytes each), and the windows cut of explicit positions. */
+ * and a tile of tile_bytes each), and the windows cut of explicit positions
+ * (windows of at most most_window rows of the innermost axis, and half the
+ * tile). */
 int sinpe_plan_alloc_scratch(plan_t *plan, int with_tiles);
-void sinpe_plan_cut_windows(plan_t *plan);
+void sinpe_plan_cut_windows(plan_t *plan, double most_window);
 
 /* A rotation (plan_rotate.c): the views it reads besides out, its columns
  * and values (SINPE_OK or SINPE_ERR_INVALID), and its cut. */

@@ -196,11 +196,20 @@ int sinpe_plan_cut_rotation(plan_t *plan, const sinpe_plan *p, const sinpe_array
     plan->tile_bytes = rot->stage_at + ((size_t)plan->tile_rows + spares) * (size_t)stage_row;
     plan->tile_bytes += 63 - (plan->tile_bytes + 63) % 64; /* and each worker's tile */
     if (g->axis < 0) {
+        /* Threads share shorter windows rather than parts of the leading
+         * rows: each part would make the window's cache rows (and merged
+         * rows) again.  Windows of a block at least. */
+        const ptrdiff_t length = g->outer.shape[g->outer.naxes - 1];
+        const double share = ceil((double)length * (double)g->ntiles / (4.0 * plan->threads));
         plan->cut = CUT_WINDOWS;
-        sinpe_plan_cut_windows(plan);
-        if (plan->sections.count > 0) { /* a window's merged rows, after the rest */
+        sinpe_plan_cut_windows(plan, plan->threads > 1 && share > SINPE_BLOCK_ROWS
+                                         ? share
+                                         : plan->threads > 1 ? SINPE_BLOCK_ROWS : HUGE_VAL);
+        if (plan->sections.count > 0) { /* a window's merged rows and flags, after the rest */
             plan->sections.merged_at = plan->tile_bytes;
             plan->tile_bytes += (size_t)plan->window * (size_t)cache_row;
+            plan->sections.same_at = plan->tile_bytes;
+            plan->tile_bytes += (size_t)plan->per_part;
             plan->tile_bytes += 63 - (plan->tile_bytes + 63) % 64;
         }
     } else {

@@ -17,7 +17,9 @@
  * its section's spare row.  The merged rows of a window serve every
  * leading row with the same positions (the heads of a token: positions
  * broadcast over them are equal copies), and are rotated, or copied into
- * the caches, in address order.  Values are never recomputed differently:
+ * the caches, in address order.  A window of text tokens alone (one
+ * integer position in every section) needs no merged rows: it is rotated
+ * straight from the range's rows, as without sections.  Values are never recomputed differently:
  * a tile row is the row of its position (NOTES: a value depends on (p, w)
  * only), so a merged row has, frequency by frequency, the bits of its
  * section's position.
@@ -132,14 +134,17 @@ static int same_positions(const plan_t *plan, ptrdiff_t b, ptrdiff_t c, ptrdiff_
 
 /* The integer positions of every section in window [l0, l1) of leading
  * rows b0 .. b1 - 1: [*lo, *hi], or lo > hi when there is none.  A leading
- * row with the positions of the one before adds nothing. */
+ * row with the positions of the one before adds nothing: same[b - b0]
+ * says which do. */
 static void sections_range(const plan_t *plan, const group_t *g, ptrdiff_t l0, ptrdiff_t l1,
-                           ptrdiff_t b0, ptrdiff_t b1, int64_t *lo, int64_t *hi)
+                           ptrdiff_t b0, ptrdiff_t b1, int64_t *lo, int64_t *hi,
+                           unsigned char *same)
 {
     const sections_t *sec = &plan->sections;
     *lo = INT64_MAX, *hi = INT64_MIN;
     for (ptrdiff_t b = b0; b < b1; ++b) {
-        if (b > b0 && same_positions(plan, b, b - 1, l0, l1)) {
+        same[b - b0] = b > b0 && same_positions(plan, b, b - 1, l0, l1);
+        if (same[b - b0]) {
             continue;
         }
         for (int s = 0; s < sec->count; ++s) {
@@ -238,73 +243,126 @@ static void merge_rows(const plan_t *plan, const group_t *g, int worker, ptrdiff
     }
 }
 
+/* Whether every row of window [l0, l1) of leading row b has one integer
+ * position in all its sections, inside the tile's range (text tokens):
+ * then the range's rows are the rows themselves, and no merged row is
+ * made. */
+static int text_window(const plan_t *plan, const group_t *g, ptrdiff_t b, ptrdiff_t l0,
+                       ptrdiff_t l1, int ranged)
+{
+    const sections_t *sec = &plan->sections;
+    for (ptrdiff_t i = b * plan->length + l0; ranged && i < b * plan->length + l1; ++i) {
+        int64_t p, q;
+        double x;
+        if (!position_of(plan, g, i, &p, &x)) {
+            return 0;
+        }
+        for (int s = 1; s < sec->count; ++s) {
+            if (!position_of(plan, g, s * sec->stride + i, &q, &x) || q != p) {
+                return 0;
+            }
+        }
+    }
+    return ranged;
+}
+
 /* ------------------------------------------------------------------ */
 /* What is done with them. */
 
-/* `rows` merged rows into the caches' rows from `off` (per target, stride
- * per target): cos then sin, each value in the columns of its layout
- * (interleaved: both of a pair, as the tile holds them; concatenated: k and
- * m + k), copied when the tile has the target's dtype, else rounded once
- * from the tile's float64. */
+/* `rows` cache rows (tile-format, from `cache` at cache_stride) into the
+ * caches' rows from `off` (per target, stride per target): cos then sin,
+ * each value in the columns of its layout (interleaved: both of a pair, as
+ * the tile holds them; concatenated: k and m + k), copied when the tile
+ * has the target's dtype, else rounded once from the tile's float64. */
 static void store_caches(const plan_t *plan, const group_t *g, const rot_tile_t *t,
-                         const char *merged, const ptrdiff_t *off, const ptrdiff_t *stride,
-                         ptrdiff_t rows)
+                         const char *cache, ptrdiff_t cache_stride, const ptrdiff_t *off,
+                         const ptrdiff_t *stride, ptrdiff_t rows)
 {
     const ptrdiff_t itemsize = (ptrdiff_t)sinpe_itemsize(t->fmt.dtype);
     const ptrdiff_t cols[2] = {g->interleaved ? 2 * t->k0 : t->k0, g->nfreq + t->k0};
     const int copies = g->interleaved ? 1 : 2;
     for (int k = 0; k < 2; ++k) {
         const sinpe_row_format *fmt = &plan->target[k].fmt;
-        const char *from = merged + k * t->cols * itemsize;
+        const char *from = cache + k * t->cols * itemsize;
         for (int c = 0; c < copies; ++c) {
             char *to = plan->target[k].data + off[k] + cols[c] * fmt->col_stride;
             if (fmt->dtype == t->fmt.dtype) {
-                sinpe_copy_rows(fmt, to, stride[k], &t->fmt, from, t->row_bytes, rows, t->cols);
+                sinpe_copy_rows(fmt, to, stride[k], &t->fmt, from, cache_stride, rows, t->cols);
                 continue;
             }
             for (ptrdiff_t q = 0; q < rows; ++q) {
                 sinpe_store_values(fmt, to + q * stride[k],
-                                   (const double *)(const void *)(from + q * t->row_bytes), 1,
+                                   (const double *)(const void *)(from + q * cache_stride), 1,
                                    t->cols);
             }
         }
     }
 }
 
+/* `rows` rows from `off` (per target; stride per target) rotated by, or
+ * (caches) stored from, the tile-format rows at cache (cache_stride). */
+static void act(const plan_t *plan, const group_t *g, const rot_tile_t *t, const char *cache,
+                ptrdiff_t cache_stride, const ptrdiff_t *off, const ptrdiff_t *stride,
+                ptrdiff_t rows)
+{
+    if (!plan->rotating) {
+        store_caches(plan, g, t, cache, cache_stride, off, stride, rows);
+        return;
+    }
+    const char *source = plan->rot.source;
+    sinpe_rot_tile_rotate(plan, g, t, cache, cache_stride, plan->target[0].data + off[0],
+                          stride[0], source != NULL ? source + off[1] : NULL, stride[1], rows);
+}
+
 /* Window [l0, l1) of the leading rows b0 .. b1 - 1, frequency tile `tile`:
  * the range made, then each leading row's merged rows (kept while the next
- * leading rows have the same positions) rotated or stored. */
+ * leading rows have the same positions) rotated or stored; text rows from
+ * the range's rows, in runs of positions that count up. */
 static void sections_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_t l0,
                             ptrdiff_t l1, ptrdiff_t b0, ptrdiff_t b1)
 {
     const group_t *g = &plan->groups[0];
+    char *own = plan->tiles + (size_t)worker * plan->tile_bytes;
+    char *merged = own + plan->sections.merged_at;
+    unsigned char *same = (unsigned char *)own + plan->sections.same_at;
     int64_t lo, hi;
-    sections_range(plan, g, l0, l1, b0, b1, &lo, &hi);
+    sections_range(plan, g, l0, l1, b0, b1, &lo, &hi, same);
     const int ranged = lo <= hi && hi - lo < plan->tile_rows;
     rot_tile_t t;
     sinpe_rot_tile_layout(plan, g, worker, tile, &t);
     if (ranged) {
         sinpe_rot_tile_fill(plan, g, worker, tile, &t, 0, 1, lo, hi - lo + 1, 0.0);
     }
-    char *merged = plan->tiles + (size_t)worker * plan->tile_bytes + plan->sections.merged_at;
     const int last = g->outer.naxes - 1;
     const ptrdiff_t stride[2] = {g->outer.bstride[0][last], g->outer.bstride[1][last]};
-    ptrdiff_t made_for = -1;
+    int text = 0;
     cursor_t oc;
     for (ptrdiff_t b = b0; b < b1; ++b) {
-        if (made_for < 0 || !same_positions(plan, b, made_for, l0, l1)) {
-            merge_rows(plan, g, worker, tile, &t, b, l0, l1, lo, hi, ranged, merged);
-            made_for = b;
+        if (!same[b - b0]) { /* else the rows made last are this row's too */
+            text = text_window(plan, g, b, l0, l1, ranged);
+            if (!text) {
+                merge_rows(plan, g, worker, tile, &t, b, l0, l1, lo, hi, ranged, merged);
+            }
         }
         cursor_seek(&g->outer, &oc, b * plan->length + l0);
-        if (!plan->rotating) {
-            store_caches(plan, g, &t, merged, oc.off, stride, l1 - l0);
+        if (!text) {
+            act(plan, g, &t, merged, t.row_bytes, oc.off, stride, l1 - l0);
             continue;
         }
-        const char *source = plan->rot.source;
-        sinpe_rot_tile_rotate(plan, g, &t, merged, t.row_bytes, plan->target[0].data + oc.off[0],
-                              stride[0], source != NULL ? source + oc.off[1] : NULL, stride[1],
-                              l1 - l0);
+        for (ptrdiff_t l = l0; l < l1;) {
+            int64_t p, q;
+            double x;
+            (void)position_of(plan, g, b * plan->length + l, &p, &x);
+            ptrdiff_t run = 1;
+            while (l + run < l1 && position_of(plan, g, b * plan->length + l + run, &q, &x) &&
+                   q == p + run) {
+                ++run;
+            }
+            const ptrdiff_t off[2] = {oc.off[0] + (l - l0) * stride[0],
+                                      oc.off[1] + (l - l0) * stride[1]};
+            act(plan, g, &t, t.data + (p - lo) * t.row_bytes, t.row_bytes, off, stride, run);
+            l += run;
+        }
     }
 }
 

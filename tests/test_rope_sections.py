@@ -192,6 +192,26 @@ def test_one_section_is_todays_rope():
                           str(kw))
 
 
+def test_text_tokens_have_the_single_axis_bits():
+    """Every section at one position (a text-only prompt, a decoding step): the bits
+    of rope_ at that position alone, for any sections; integral and not, in place,
+    out of place, and the caches."""
+    p = np.stack([np.arange(300) + 5, np.arange(300)[::-1] * 7])[:, None, :]  # (2, 1, 300)
+    for positions in (p, p + 0.25):
+        x = R.sample((2, 3, 300, 64), np.float32, spread=True)
+        three = np.stack([positions] * 3)
+        for kw in (dict(sections=(8, 12, 12)),
+                   dict(sections=(12, 10, 10), sections_layout="interleaved", exact=True)):
+            want = sinpe.rope_(x.copy(), positions=positions, exact=kw.get("exact", False))
+            assert_bits_equal(sinpe.rope_(x.copy(), positions=three, **kw), want, str(kw))
+        out = np.empty_like(x)
+        _core._rope_into(out, x, positions=three, sections=(8, 12, 12), inverse=True)
+        assert_bits_equal(out, numpy_rope(x, three, (8, 12, 12), inverse=True))
+        for got, want in zip(sinpe.rope(None, 64, positions=three[:, :, 0], sections=(8, 12, 12)),
+                             sinpe.rope(None, 64, positions=positions[:, 0]), strict=True):
+            assert_bits_equal(got, want)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, R.BF16], ids=str)
 def test_exact_is_the_float64_rotation_rounded_once(dtype):
     P = qwen2vl_positions()
