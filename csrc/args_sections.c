@@ -47,10 +47,23 @@ static int counts_arg(sinpe_call *c, PyObject *obj)
         status = -1;
     }
     for (Py_ssize_t s = 0; status == 0 && s < count; ++s) {
+        PyObject *item = PyTuple_GET_ITEM(seq, s);
+        int overflow = 0;
+        /* a Python int (the common case) read directly; the generic reader,
+         * and the argument's name for its messages, cost a decoding step
+         * more than its rotation */
+        long long value = PyLong_CheckExact(item) ? PyLong_AsLongLongAndOverflow(item, &overflow)
+                                                  : -1;
+        if (PyLong_CheckExact(item) && overflow == 0 && value >= 0) {
+            c->sections[s] = (ptrdiff_t)value; /* <= LLONG_MAX: a size on 64-bit builds */
+            if (value <= PY_SSIZE_T_MAX) {
+                continue;
+            }
+        }
+        PyErr_Clear();
         char name[48];
         snprintf(name, sizeof name, "sections[%zd]", s);
-        long long value;
-        status = sinpe_integer_arg(PyTuple_GET_ITEM(seq, s), name, &value);
+        status = sinpe_integer_arg(item, name, &value);
         if (status == 0 && value < 0) {
             PyErr_Format(PyExc_ValueError,
                          "sections=%R has a negative count: %s=%lld (each counts the frequency "

@@ -124,8 +124,10 @@ static int same_positions(const plan_t *plan, ptrdiff_t b, ptrdiff_t c, ptrdiff_
     const sections_t *sec = &plan->sections;
     for (int s = 0; s < sec->count; ++s) {
         const ptrdiff_t at = s * sec->stride + l0;
-        if (memcmp(values + 8 * (at + b * plan->length), values + 8 * (at + c * plan->length),
-                   8 * (size_t)(l1 - l0)) != 0) {
+        const char *one = values + 8 * (at + b * plan->length);
+        const char *other = values + 8 * (at + c * plan->length);
+        if (l1 - l0 == 1 ? memcmp(one, other, 8) != 0 /* a decoding step: inlined */
+                         : memcmp(one, other, 8 * (size_t)(l1 - l0)) != 0) {
             return 0;
         }
     }
@@ -337,7 +339,7 @@ static void sections_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrd
     const ptrdiff_t stride[2] = {g->outer.bstride[0][last], g->outer.bstride[1][last]};
     int text = 0;
     cursor_t oc;
-    for (ptrdiff_t b = b0; b < b1; ++b) {
+    for (ptrdiff_t b = b0; b < b1;) {
         if (!same[b - b0]) { /* else the rows made last are this row's too */
             text = text_window(plan, g, b, l0, l1, ranged);
             if (!text) {
@@ -345,8 +347,32 @@ static void sections_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrd
             }
         }
         cursor_seek(&g->outer, &oc, b * plan->length + l0);
+        if (l1 - l0 == 1) { /* a row per leading row (a decoding step): one call for the
+                             * leading rows of its positions that lie at one stride */
+            ptrdiff_t leads = 1, step[2] = {0, 0};
+            cursor_t at;
+            while (b + leads < b1 && same[b + leads - b0]) {
+                cursor_seek(&g->outer, &at, (b + leads) * plan->length + l0);
+                if (leads == 1) {
+                    step[0] = at.off[0] - oc.off[0], step[1] = at.off[1] - oc.off[1];
+                }
+                if (at.off[0] - oc.off[0] != leads * step[0] ||
+                    at.off[1] - oc.off[1] != leads * step[1]) {
+                    break;
+                }
+                ++leads;
+            }
+            int64_t p = lo;
+            double x;
+            (void)(text && position_of(plan, g, b * plan->length + l0, &p, &x));
+            const char *cache = text ? t.data + (p - lo) * t.row_bytes : merged;
+            act(plan, g, &t, cache, 0, oc.off, step, leads);
+            b += leads;
+            continue;
+        }
         if (!text) {
             act(plan, g, &t, merged, t.row_bytes, oc.off, stride, l1 - l0);
+            ++b;
             continue;
         }
         for (ptrdiff_t l = l0; l < l1;) {
@@ -363,6 +389,7 @@ static void sections_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrd
             act(plan, g, &t, t.data + (p - lo) * t.row_bytes, t.row_bytes, off, stride, run);
             l += run;
         }
+        ++b;
     }
 }
 

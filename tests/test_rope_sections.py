@@ -212,6 +212,31 @@ def test_text_tokens_have_the_single_axis_bits():
             assert_bits_equal(got, want)
 
 
+def test_decoding_steps_and_one_row_windows():
+    """One token per sequence (a decoding step: a window of one row, the heads of a
+    position in one call), a window's last single row, and heads that do not lie at
+    one stride."""
+    P = np.array([[40, 7], [40, 3], [40, 5]])[:, :, None, None]  # (3, B, 1, 1): text, image
+    x = R.sample((2, 5, 1, 32), np.float32, spread=True)
+    for layout in LAYOUTS:
+        check(x.copy(), P, (4, 6, 6), layout, layout=layout)
+        check(x.copy(), P, (6, 5, 5), layout, layout=layout, sections_layout="interleaved")
+    check(x.transpose(1, 0, 2, 3).copy().transpose(1, 0, 2, 3), P, (4, 6, 6), "heads first")
+    check(np.pad(x, ((0, 0), (0, 1), (0, 0), (0, 0)))[:, ::2], P, (4, 6, 6), "strided heads")
+    cos, sin = sinpe.rope(None, 32, positions=P[:, :, 0, 0], sections=(4, 6, 6))
+    want = section_caches(P[:, :, 0, 0], 32, (4, 6, 6))
+    assert_bits_equal(cos, want[0].astype(np.float32))
+    assert_bits_equal(sin, want[1].astype(np.float32))
+    # on two threads, 225 rows are cut in windows of 32 and a last one of one row
+    ids = np.stack([np.arange(225), np.arange(225) // 15, np.arange(225) % 15])[:, None, None]
+    before = sinpe.get_num_threads()
+    try:
+        sinpe.set_num_threads(2)
+        check(R.sample((1, 8, 225, 64), np.float32), ids, (8, 12, 12), "a last window of 1 row")
+    finally:
+        sinpe.set_num_threads(before)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, R.BF16], ids=str)
 def test_exact_is_the_float64_rotation_rounded_once(dtype):
     P = qwen2vl_positions()
