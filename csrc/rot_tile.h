@@ -40,6 +40,12 @@ void sinpe_rot_tile_fill(const plan_t *plan, const group_t *g, int worker, ptrdi
                          const rot_tile_t *t, ptrdiff_t slot, int is_int, int64_t first,
                          ptrdiff_t rows, double x);
 
+/* The tile laid out, and the rows of positions lo .. hi made from slot 0
+ * when they fit in its tile_rows (lo > hi: no position); returns whether
+ * they did. */
+int sinpe_rot_tile_range(const plan_t *plan, const group_t *g, int worker, ptrdiff_t tile,
+                         rot_tile_t *t, int64_t lo, int64_t hi);
+
 /* `rows` rows of x at dst (stride dst_stride; from src at src_stride, or
  * in place) rotated by the tile-format rows at cache (cache_stride: the
  * row bytes, or 0: one row for all), pairs of the tile's frequencies; with

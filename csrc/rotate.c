@@ -130,6 +130,17 @@ void sinpe_rot_tile_fill(const plan_t *plan, const group_t *g, int worker, ptrdi
     finish_rows(plan, t, slot, rows);
 }
 
+int sinpe_rot_tile_range(const plan_t *plan, const group_t *g, int worker, ptrdiff_t tile,
+                         rot_tile_t *t, int64_t lo, int64_t hi)
+{
+    sinpe_rot_tile_layout(plan, g, worker, tile, t);
+    const int ranged = lo <= hi && hi - lo < plan->tile_rows;
+    if (ranged) {
+        sinpe_rot_tile_fill(plan, g, worker, tile, t, 0, 1, lo, hi - lo + 1, 0.0);
+    }
+    return ranged;
+}
+
 /* ------------------------------------------------------------------ */
 /* Rotating rows. */
 
@@ -213,12 +224,8 @@ static void rotate_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrdif
     const ptrdiff_t length = plan->length;
     int64_t lo, hi;
     window_range(plan, g, l0, l1, b0, b1, &lo, &hi);
-    const int ranged = lo <= hi && hi - lo < plan->tile_rows;
     rot_tile_t t;
-    sinpe_rot_tile_layout(plan, g, worker, tile, &t);
-    if (ranged) {
-        sinpe_rot_tile_fill(plan, g, worker, tile, &t, 0, 1, lo, hi - lo + 1, 0.0);
-    }
+    const int ranged = sinpe_rot_tile_range(plan, g, worker, tile, &t, lo, hi);
     const int last = g->outer.naxes - 1;
     const ptrdiff_t stride = g->outer.bstride[0][last], src_stride = g->outer.bstride[1][last];
     char *data = plan->target[0].data;

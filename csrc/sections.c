@@ -329,12 +329,8 @@ static void sections_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrd
     unsigned char *same = (unsigned char *)own + plan->sections.same_at;
     int64_t lo, hi;
     sections_range(plan, g, l0, l1, b0, b1, &lo, &hi, same);
-    const int ranged = lo <= hi && hi - lo < plan->tile_rows;
     rot_tile_t t;
-    sinpe_rot_tile_layout(plan, g, worker, tile, &t);
-    if (ranged) {
-        sinpe_rot_tile_fill(plan, g, worker, tile, &t, 0, 1, lo, hi - lo + 1, 0.0);
-    }
+    const int ranged = sinpe_rot_tile_range(plan, g, worker, tile, &t, lo, hi);
     const int last = g->outer.naxes - 1;
     const ptrdiff_t stride[2] = {g->outer.bstride[0][last], g->outer.bstride[1][last]};
     int text = 0;
