@@ -15,7 +15,8 @@
  * frequency's sine and cosine in the columns its layout gives them
  * (run.c's pairs_of, rows.c's pair writer).
  *
- * The cut (plan.c's cut, the only place its rules live) is one of:
+ * The cut (plan.c's cut; a grid's bands plan_grid.c's, a rotation's and
+ * sections' plan_rotate.c's) is one of:
  *  - spans: a chunk is a span of outer rows (whole 32-row blocks at
  *    absolute positions for range positions) x a part of the inner rows x a
  *    tile of frequencies;
@@ -29,7 +30,8 @@
  *    group writes its columns while the band is in the caches;
  *  - rows (rotations by given caches): a run of C-order rows.
  * Rotations by their own caches use spans (range positions) and windows
- * (explicit ones), as adds do.
+ * (explicit ones), as adds do; RoPE caches with sections use a rotation's
+ * tile and windows.
  */
 #ifndef SINPE_PLAN_H
 #define SINPE_PLAN_H
@@ -176,6 +178,8 @@ typedef struct {
     sections_t sections;
 } plan_t;
 
+/* The calling thread asks the cancel callback about this often. */
+#define CANCEL_BYTES ((double)(8 << 20))
 /* Output bytes per chunk: big enough that the pool hand-off vanishes, small
  * enough to balance two threads and to check for Ctrl-C often. */
 #define CHUNK_BYTES ((double)(256 << 10))
@@ -218,6 +222,11 @@ static inline sinpe_row_format row_format_of(const sinpe_array *a)
  * tile). */
 int sinpe_plan_alloc_scratch(plan_t *plan, int with_tiles);
 void sinpe_plan_cut_windows(plan_t *plan, double most_window);
+
+/* A grid (plan_grid.c): its split and order (SINPE_OK or SINPE_ERR_INVALID),
+ * and its cut into bands (SINPE_ERR_NOMEM when their tiles cannot be had). */
+int sinpe_plan_check_grid(const sinpe_plan *p, const sinpe_array *out);
+int sinpe_plan_cut_bands(plan_t *plan, const sinpe_array *out, double row_bytes, double rows);
 
 /* A rotation (plan_rotate.c): the views it reads besides out, its columns
  * and values (SINPE_OK or SINPE_ERR_INVALID), and its cut. */
