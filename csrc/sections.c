@@ -19,10 +19,10 @@
  * broadcast over them are equal copies), and are rotated, or copied into
  * the caches, in address order.  A window of text tokens alone (one
  * integer position in every section) needs no merged rows: it is rotated
- * straight from the range's rows, as without sections.  Values are never recomputed differently:
- * a tile row is the row of its position (NOTES: a value depends on (p, w)
- * only), so a merged row has, frequency by frequency, the bits of its
- * section's position.
+ * straight from the range's rows, as without sections.  No value is made
+ * another way: a tile row is the row of its position (a value depends on
+ * (p, w) only: table.h), so a merged row has, frequency by frequency, the
+ * bits of its section's position alone.
  */
 #include "platform.h"
 
@@ -135,9 +135,9 @@ static int same_positions(const plan_t *plan, ptrdiff_t b, ptrdiff_t c, ptrdiff_
 }
 
 /* The integer positions of every section in window [l0, l1) of leading
- * rows b0 .. b1 - 1: [*lo, *hi], or lo > hi when there is none.  A leading
- * row with the positions of the one before adds nothing: same[b - b0]
- * says which do. */
+ * rows b0 .. b1 - 1: [*lo, *hi], or lo > hi when there is none.
+ * same[b - b0]: whether leading row b has the positions of the one before
+ * (then it adds nothing here, and shares its merged rows). */
 static void sections_range(const plan_t *plan, const group_t *g, ptrdiff_t l0, ptrdiff_t l1,
                            ptrdiff_t b0, ptrdiff_t b1, int64_t *lo, int64_t *hi,
                            unsigned char *same)
