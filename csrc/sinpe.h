@@ -215,6 +215,11 @@ typedef struct {
      * Every value is the one the same plan without sections gives at that
      * frequency's position: a frequency of section s has the bits it has in
      * the caches or rotation of section s's positions alone.
+     * SINPE_ERR_INVALID (for empty outputs too, but for the counts' sum and
+     * rule): nsections out of range, sections NULL, an unknown layout, a
+     * negative count, sections with an add, a table, a grid, given caches,
+     * range positions or padding; and for a non-empty output, counts that
+     * do not sum to m or that the interleaved rule does not give.
      * nsections = 0 (the default): no sections, and sections is NULL. */
     const ptrdiff_t *sections;
     int nsections;
