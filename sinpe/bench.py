@@ -396,7 +396,8 @@ def _print_sections(results: List[Dict[str, Any]], file: Any) -> None:
         t = r["times"]
         rows.append([r["case"], str(r["threads"]), _format_time(t["offset"]),
                      _format_time(t["positions"]), _format_time(t["sections"]),
-                     f"{t['sections'] / t['positions']:.2f}x", f"{t['sections'] / t['offset']:.2f}x",
+                     f"{t['sections'] / t['positions']:.2f}x",
+                     f"{t['sections'] / t['offset']:.2f}x",
                      _format_time(t["interleaved"]),
                      f"{t['interleaved'] / t['positions']:.2f}x",
                      f"{t['interleaved'] / t['offset']:.2f}x"])
