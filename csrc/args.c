@@ -207,8 +207,8 @@ static PyArrayObject *real_array_arg(PyObject *obj, const char *name, const char
     return array;
 }
 
-static int choice_arg(PyObject *obj, const char *name, const char *const *choices, int count,
-                      int *choice)
+int sinpe_choice_arg(PyObject *obj, const char *name, const char *const *choices, int count,
+                     int *choice)
 {
     if (obj == NULL) {
         return 0;
@@ -282,8 +282,8 @@ int sinpe_columns_arg(sinpe_call *c, PyObject *n_obj, PyObject *layout_obj, PyOb
     static const char *const layouts[] = {"interleaved", "concatenated", "sines_first"};
     static const char *const schedules[] = {"paper", "fairseq"};
     int layout = (int)c->plan.layout, schedule = 0;
-    if (choice_arg(layout_obj, "layout", layouts, allow_sines_first ? 3 : 2, &layout) < 0 ||
-        choice_arg(schedule_obj, "schedule", schedules, 2, &schedule) < 0) {
+    if (sinpe_choice_arg(layout_obj, "layout", layouts, allow_sines_first ? 3 : 2, &layout) < 0 ||
+        sinpe_choice_arg(schedule_obj, "schedule", schedules, 2, &schedule) < 0) {
         return -1;
     }
     c->plan.layout = (sinpe_layout)layout;
@@ -448,24 +448,44 @@ int sinpe_row_positions_arg(sinpe_call *c, PyObject *obj, int nrow, const npy_in
                             const char *rows_name)
 {
     int ndim;
-    npy_intp dims[SINPE_MAX_DIMS];
+    npy_intp dims[SINPE_MAX_DIMS], shape[SINPE_MAX_DIMS];
     ptrdiff_t strides[SINPE_MAX_DIMS];
     if (sinpe_positions_arg(c, obj, &ndim, dims) < 0) {
         return -1;
     }
-    if (ndim == nrow && PyArray_CompareLists(dims, rows, nrow)) {
-        return 0;
-    }
-    if (broadcast_to(ndim, dims, PyArray_STRIDES(c->positions), nrow, rows, strides) < 0) {
-        broadcast_error("positions", ndim, dims, rows_name, nrow, rows);
+    /* with sections, a leading axis of one row per section, kept */
+    const int lead = c->plan.nsections > 0;
+    if (lead && sinpe_section_axis_check(c, ndim, dims) < 0) {
         return -1;
     }
+    if (ndim == nrow + lead && PyArray_CompareLists(dims + lead, rows, nrow)) {
+        return 0;
+    }
+    if (broadcast_to(ndim - lead, dims + lead, PyArray_STRIDES(c->positions) + lead, nrow, rows,
+                     strides + lead) < 0) {
+        broadcast_error(lead ? "each positions[s]" : "positions", ndim - lead, dims + lead,
+                        rows_name, nrow, rows);
+        return -1;
+    }
+    if (nrow + lead > SINPE_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError,
+                     "positions with a sections axis and %s of %d axes need %d axes; at most %d "
+                     "are supported",
+                     rows_name, nrow, nrow + lead, SINPE_MAX_DIMS);
+        return -1;
+    }
+    if (lead) {
+        shape[0] = dims[0];
+        strides[0] = PyArray_STRIDES(c->positions)[0];
+    }
+    memcpy(shape + lead, rows, (size_t)nrow * sizeof(npy_intp));
     /* One position per row (the snapshot broadcast and copied): the plan
      * then reuses each position's rows across the broadcast axes as it does
-     * across the batch.  8 bytes a row, beside rows of d elements. */
+     * across the batch.  8 bytes a row (and section), beside rows of d
+     * elements. */
     PyArray_Descr *descr = PyArray_DESCR(c->positions);
     Py_INCREF(descr);
-    PyObject *view = PyArray_NewFromDescr(&PyArray_Type, descr, nrow, (npy_intp *)rows,
+    PyObject *view = PyArray_NewFromDescr(&PyArray_Type, descr, nrow + lead, shape,
                                           (npy_intp *)strides, PyArray_DATA(c->positions), 0,
                                           NULL); /* steals descr */
     Py_INCREF(c->positions);

@@ -48,6 +48,7 @@ typedef struct {
  * sinpe_call_release whatever happened. */
 typedef struct {
     sinpe_plan plan;
+    ptrdiff_t sections[SINPE_MAX_SECTIONS]; /* plan.sections, when given */
     PyArrayObject *freq, *positions, *padding;
     double most;              /* the largest |position| of the call */
     unsigned long main_thread; /* sinpe_module_state's, for run_call */
@@ -91,9 +92,25 @@ int sinpe_range_arg(sinpe_call *c, int axis, long long offset, Py_ssize_t rows,
 int sinpe_positions_arg(sinpe_call *c, PyObject *obj, int *ndim, npy_intp *dims);
 /* positions= of add_ and rope_: any shape that broadcasts against the rows
  * nrow/rows (NumPy's rule), snapshotted as one position per row.
- * rows_name names the rows' shape in messages ("x.shape[:-1] ="). */
+ * rows_name names the rows' shape in messages ("x.shape[:-1] =").  With
+ * sections (sinpe_sections_arg first), a leading axis of one row per
+ * section, then a shape that broadcasts: a snapshot of (S, *rows). */
 int sinpe_row_positions_arg(sinpe_call *c, PyObject *obj, int nrow, const npy_intp *rows,
                             const char *rows_name);
+/* sections= and sections_layout= (args_sections.c) for m frequency pairs
+ * (m_name: where m comes from, for messages: "rotary_dim // 2"): a
+ * sequence of counts >= 0 summing to m, and "contiguous" or "interleaved"
+ * whose rule the counts satisfy.  sections_obj NULL or None: none (then
+ * sections_layout must not be given either). */
+int sinpe_sections_arg(sinpe_call *c, PyObject *sections_obj, PyObject *layout_obj, Py_ssize_t m,
+                       const char *m_name);
+/* positions of ndim/dims (with sections given): a leading axis of one row
+ * per section, or a ValueError naming both. */
+int sinpe_section_axis_check(const sinpe_call *c, int ndim, const npy_intp *dims);
+/* An argument that names one of `count` choices: *choice its index (obj
+ * NULL: not given, *choice unchanged). */
+int sinpe_choice_arg(PyObject *obj, const char *name, const char *const *choices, int count,
+                     int *choice);
 /* padding= (a snapshot of bools) of exactly ndim/dims. */
 int sinpe_padding_arg(sinpe_call *c, PyObject *obj, int ndim, const npy_intp *dims,
                       const char *expected_name);

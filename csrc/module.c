@@ -226,14 +226,16 @@ static PyObject *encode_at(PyObject *module, PyObject *args, PyObject *kwargs)
 
 static PyObject *rope(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"L", "d", "n", "offset", "positions", "dtype",
-                               "out", "layout", "freq", "scale", NULL};
+    static char *keywords[] = {"L",      "d",    "n",      "offset", "positions",
+                               "dtype",  "out",  "layout", "freq",   "scale",
+                               "sections", "sections_layout", NULL};
     PyObject *rows_obj, *cols_obj, *n_obj = NULL, *offset_obj = NULL, *positions_obj = Py_None,
              *dtype_obj = Py_None, *out_obj = Py_None, *layout_obj = NULL, *freq_obj = NULL,
-             *scale_obj = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O$OOOOOOO:rope", keywords, &rows_obj,
+             *scale_obj = NULL, *sections_obj = NULL, *sections_layout_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O$OOOOOOOOO:rope", keywords, &rows_obj,
                                      &cols_obj, &n_obj, &offset_obj, &positions_obj,
-                                     &dtype_obj, &out_obj, &layout_obj, &freq_obj, &scale_obj)) {
+                                     &dtype_obj, &out_obj, &layout_obj, &freq_obj, &scale_obj,
+                                     &sections_obj, &sections_layout_obj)) {
         return NULL;
     }
     sinpe_call c;
@@ -251,6 +253,16 @@ static PyObject *rope(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     if (!isfinite(c.plan.scale)) {
         return PyErr_Format(PyExc_ValueError, "scale must be finite, got scale=%R", scale_obj);
+    }
+    if (cols >= 2 && cols % 2 == 0 &&
+        sinpe_sections_arg(&c, sections_obj, sections_layout_obj, cols / 2, "d // 2") < 0) {
+        return NULL;
+    }
+    if (c.plan.nsections > 0 && positions_obj == Py_None) {
+        return PyErr_Format(PyExc_ValueError,
+                            "sections need L=None and positions= with a leading axis of %d rows "
+                            "(one position per section for every row)",
+                            c.plan.nsections);
     }
     if ((positions_obj == Py_None) == (rows_obj == Py_None)) {
         return positions_obj == Py_None
@@ -291,10 +303,14 @@ static PyObject *rope(PyObject *module, PyObject *args, PyObject *kwargs)
         sinpe_check_base(c.plan.n) < 0 ||
                 (positions_obj == Py_None ? sinpe_range_arg(&c, 0, offset, rows, "L")
                                           : sinpe_positions_arg(&c, positions_obj, &ndim, dims)) < 0 ||
+                (c.plan.nsections > 0 && sinpe_section_axis_check(&c, ndim, dims) < 0) ||
                 sinpe_columns_arg(&c, n_obj, layout_obj, NULL, freq_obj, cols, 1, 0) < 0 ||
                 sinpe_check_angles(&c) < 0
             ? -1
             : 0;
+    if (status == 0 && c.plan.nsections > 0) { /* the rows: positions.shape[1:] */
+        memmove(dims, dims + 1, (size_t)--ndim * sizeof(npy_intp));
+    }
     dims[ndim] = cols;
     static const char *const names[2] = {"out[0]", "out[1]"};
     for (int t = 0; status == 0 && t < 2; ++t) {

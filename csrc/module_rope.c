@@ -12,7 +12,7 @@
 /* The arguments of a rotation by sinpe's own caches; NULL: not given. */
 typedef struct {
     PyObject *x, *source, *n, *offset, *axis, *positions, *layout, *freq, *rotary_dim, *scale,
-        *exact, *inverse;
+        *exact, *inverse, *sections, *sections_layout;
 } rope_args;
 
 /* A flag argument: a bool (Python's or NumPy's), as NumPy's keyword flags. */
@@ -90,8 +90,8 @@ static int run_rope(PyObject *module, const rope_args *given)
      * own through as they came */
     rope_args args = *given;
     rope_args *a = &args;
-    PyObject **optional[] = {&a->n, &a->offset, &a->axis, &a->positions, &a->freq,
-                             &a->rotary_dim};
+    PyObject **optional[] = {&a->n,    &a->offset,     &a->axis,    &a->positions,
+                             &a->freq, &a->rotary_dim, &a->sections, &a->sections_layout};
     for (size_t i = 0; i < sizeof optional / sizeof optional[0]; ++i) {
         *optional[i] = *optional[i] == Py_None ? NULL : *optional[i];
     }
@@ -158,6 +158,17 @@ static int run_rope(PyObject *module, const rope_args *given)
     c.plan.inverse = inverse;
     c.plan.source = a->source != NULL && !check_only ? &source : NULL;
     int status = sinpe_columns_arg(&c, a->n, a->layout, NULL, a->freq, r, 1, 0);
+    if (status == 0) {
+        status = sinpe_sections_arg(&c, a->sections, a->sections_layout, r / 2,
+                                    a->rotary_dim != NULL ? "rotary_dim // 2" : "x.shape[-1] // 2");
+    }
+    if (status == 0 && c.plan.nsections > 0 && a->positions == NULL) {
+        PyErr_Format(PyExc_ValueError,
+                     "sections need positions= with a leading axis of %d rows (one position per "
+                     "section for every row of x)",
+                     c.plan.nsections);
+        status = -1;
+    }
     if (status == 0 && a->positions != NULL) {
         status = sinpe_row_positions_arg(&c, a->positions, nrow, view.shape, "x.shape[:-1] =");
     } else if (status == 0) {
@@ -174,12 +185,15 @@ static int run_rope(PyObject *module, const rope_args *given)
 
 PyObject *sinpe_py_rope_(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"x", "n", "offset", "axis", "positions", "layout",
-                               "freq", "rotary_dim", "scale", "exact", NULL};
+    static char *keywords[] = {"x",        "n",     "offset",   "axis",
+                               "positions", "layout", "freq",   "rotary_dim",
+                               "scale",    "exact", "sections", "sections_layout",
+                               NULL};
     rope_args a = {NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOOOOO:rope_", keywords, &a.x, &a.n,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O$OOOOOOOOOO:rope_", keywords, &a.x, &a.n,
                                      &a.offset, &a.axis, &a.positions, &a.layout, &a.freq,
-                                     &a.rotary_dim, &a.scale, &a.exact)) {
+                                     &a.rotary_dim, &a.scale, &a.exact, &a.sections,
+                                     &a.sections_layout)) {
         return NULL;
     }
     if (run_rope(module, &a) < 0) {
@@ -193,14 +207,15 @@ PyObject *sinpe_py_rope_(PyObject *module, PyObject *args, PyObject *kwargs)
  * angles (the backward pass): for sinpe.torch.rope. */
 PyObject *sinpe_py_rope_into(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"out", "source", "n", "offset", "axis", "positions",
-                               "layout", "freq", "rotary_dim", "scale", "exact", "inverse",
-                               NULL};
+    static char *keywords[] = {"out",    "source",  "n",        "offset",
+                               "axis",   "positions", "layout", "freq",
+                               "rotary_dim", "scale", "exact",  "inverse",
+                               "sections", "sections_layout", NULL};
     rope_args a = {NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O$OOOOOOOOO:_rope_into", keywords, &a.x,
-                                     &a.source, &a.n, &a.offset, &a.axis, &a.positions,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O$OOOOOOOOOOO:_rope_into", keywords,
+                                     &a.x, &a.source, &a.n, &a.offset, &a.axis, &a.positions,
                                      &a.layout, &a.freq, &a.rotary_dim, &a.scale, &a.exact,
-                                     &a.inverse)) {
+                                     &a.inverse, &a.sections, &a.sections_layout)) {
         return NULL;
     }
     if (a.source == Py_None) {

@@ -20,14 +20,6 @@
 #ifndef ADD_TILE_BYTES /* overridable for measurements, as STREAM_MIN_BYTES */
 #define ADD_TILE_BYTES ((double)(256 << 10))
 #endif
-/* A grid's band of whole rows, written by every axis while it is cached:
- * a quarter of L2 (1 MB bands ran 1.18x encode's time for (8, 32, 32) x
- * 768 on the AMD EPYC, 256 KB 1.05x). */
-#ifndef BAND_BYTES /* overridable for measurements, as STREAM_MIN_BYTES */
-#define BAND_BYTES ((double)(256 << 10))
-#endif
-/* The calling thread asks the cancel callback about this often. */
-#define CANCEL_BYTES ((double)(8 << 20))
 /* Tables this large are written with streaming stores (rows.c), which skip
  * the read-for-ownership of every line and do not evict the rest of the
  * caches.  Only well beyond the last-level cache: into an array that is
@@ -66,6 +58,7 @@ static void plan_free(plan_t *plan)
     }
     free(plan->held);
     free(plan->snapshot);
+    free(plan->sections.of);
     free(plan);
 }
 
@@ -112,27 +105,6 @@ static int check_columns(const sinpe_plan *p, ptrdiff_t d)
                : SINPE_ERR_INVALID;
 }
 
-static int check_grid(const sinpe_plan *p, const sinpe_array *out)
-{
-    const int r = out->ndim - 1;
-    if (p->order == NULL || r < 1 || p->pos_axis != 0 || p->offset != 0 || p->ints != NULL ||
-        p->reals != NULL || p->padding != NULL) {
-        return SINPE_ERR_INVALID;
-    }
-    int seen[SINPE_MAX_DIMS] = {0};
-    ptrdiff_t total = 0;
-    for (int a = 0; a < r; ++a) {
-        const ptrdiff_t w = p->split[a];
-        if (p->order[a] < 0 || p->order[a] >= r || seen[p->order[a]]++ || w < 1 ||
-            w > out->shape[r] || (p->layout == SINPE_SINES_FIRST && w % 2 != 0) ||
-            out->shape[a] > SINPE_MAX_POSITION + 1) {
-            return SINPE_ERR_INVALID;
-        }
-        total += w; /* each <= d, at most 63 terms: no overflow */
-    }
-    return total == out->shape[r] ? SINPE_OK : SINPE_ERR_INVALID;
-}
-
 static int check_positions(const sinpe_plan *p, int nrow_axes)
 {
     if (p->split != NULL) {
@@ -145,8 +117,38 @@ static int check_positions(const sinpe_plan *p, int nrow_axes)
     return (p->ints == NULL) != (p->reals == NULL) ? SINPE_OK : SINPE_ERR_INVALID;
 }
 
+/* Whether every explicit position is within the supported range (a NaN is
+ * not).  Loops without an exit, branch or conversion, which vectorise: a
+ * call's positions (broadcast over the heads, and one per section) can be
+ * as many as its rows. */
+static int positions_in_range(const plan_t *plan, ptrdiff_t rows)
+{
+    const uint64_t bound = (uint64_t)SINPE_MAX_POSITION;
+    if (plan->ints != NULL) {
+        /* p + bound in [0, 2 bound] exactly when p is in range; the bits of
+         * all of them stay below 2 bound (a power of two) unless one is
+         * out of range or at +bound itself, which the exact loop tells */
+        uint64_t bits = 0;
+        for (ptrdiff_t i = 0; i < rows; ++i) {
+            bits |= (uint64_t)plan->ints[i] + bound;
+        }
+        int outside = 0;
+        for (ptrdiff_t i = 0; bits >= 2 * bound && i < rows; ++i) {
+            outside |= (uint64_t)plan->ints[i] + bound > 2 * bound;
+        }
+        return !outside;
+    }
+    int outside = 0;
+    for (ptrdiff_t i = 0; i < rows; ++i) {
+        outside |= !(fabs(plan->reals[i]) <= (double)bound);
+    }
+    return !outside;
+}
+
 /* The largest |position| of the call, or -1 when one is out of the
- * supported range (or not finite). */
+ * supported range (or not finite).  Explicit positions and a schedule's
+ * frequencies (none above 1, so that every position in range keeps every
+ * angle in range): the bound itself, all the checks need. */
 static double max_abs_position(const plan_t *plan, const sinpe_plan *p, ptrdiff_t rows,
                                ptrdiff_t outer_count)
 {
@@ -159,13 +161,13 @@ static double max_abs_position(const plan_t *plan, const sinpe_plan *p, ptrdiff_
         const double most = fabs(lo) > fabs(hi) ? fabs(lo) : fabs(hi);
         return most <= bound ? most : -1.0;
     }
-    double most = 0.0;
-    for (ptrdiff_t i = 0; i < rows; ++i) {
-        const double x = plan->ints != NULL ? (double)plan->ints[i] : plan->reals[i];
-        if (!(fabs(x) <= bound)) { /* NaN too */
-            return -1.0;
-        }
-        most = fabs(x) > most ? fabs(x) : most;
+    if (!positions_in_range(plan, rows)) {
+        return -1.0;
+    }
+    double most = p->freq == NULL ? bound : 0.0;
+    for (ptrdiff_t i = 0; p->freq != NULL && i < rows; ++i) {
+        const double a = plan->ints != NULL ? fabs((double)plan->ints[i]) : fabs(plan->reals[i]);
+        most = a > most ? a : most;
     }
     return most;
 }
@@ -402,100 +404,23 @@ static void cut_spans(plan_t *plan, double row_bytes)
     plan->cancel_period = count_in(ceil(CANCEL_BYTES * plan->parts / (span_bytes + 1.0)), 1000000000);
 }
 
-void sinpe_plan_cut_windows(plan_t *plan)
+void sinpe_plan_cut_windows(plan_t *plan, double most_window)
 {
     const group_t *g = &plan->groups[0];
     plan->length = g->outer.shape[g->outer.naxes - 1];
     plan->leads = g->outer_count / plan->length;
     /* half the tile, so that positions shifted between sequences (left
      * padding) still fit one range; a kept table holds them all */
+    const double half = (double)(plan->tile_rows / 2);
     plan->window = plan->made != NULL ? plan->length
-                                      : count_in((double)(plan->tile_rows / 2), plan->length);
+                                      : count_in(most_window < half ? most_window : half,
+                                                 plan->length);
     plan->windows = ceil_div(plan->length, plan->window);
     const double busy = ceil(4.0 * plan->threads / ((double)plan->windows * (double)g->ntiles));
     plan->per_part = ceil_div(plan->leads, count_in(plan->threads > 1 ? busy : 1.0, plan->leads));
     plan->parts = ceil_div(plan->leads, plan->per_part);
     plan->chunks = plan->windows * plan->parts * g->ntiles;
     plan->cancel_period = 1; /* adds take no cancel callback */
-}
-
-static void cut_bands(plan_t *plan, const sinpe_array *out, double row_bytes, double rows)
-{
-    /* the band: the first axis q whose trailing rows fit, and a span of it */
-    const int r = out->ndim - 1;
-    double trailing = rows;
-    int q = 0;
-    for (; q < r - 1; ++q) {
-        trailing /= (double)out->shape[q];
-        if (trailing * row_bytes <= BAND_BYTES) {
-            break;
-        }
-    }
-    if (q == r - 1) {
-        trailing = 1.0;
-    }
-    plan->band_axis = q;
-    plan->row_axes = r;
-    memcpy(plan->row_shape, out->shape, (size_t)r * sizeof(ptrdiff_t));
-    plan->span = count_in(floor(BAND_BYTES / (trailing * row_bytes)), out->shape[q]);
-    plan->spans = ceil_div(out->shape[q], plan->span);
-    plan->chunks = plan->spans; /* bands = rows / (trailing * span) at most: fits */
-    for (int k = 0; k < q; ++k) {
-        plan->chunks *= out->shape[k];
-    }
-    const double band_bytes = trailing * (double)plan->span * row_bytes;
-    plan->cancel_period = count_in(ceil(CANCEL_BYTES / (band_bytes + 1.0)), 1000000000);
-}
-
-/* Bands whose rows are assembled from per-group tiles (run.c): one target
- * of plain elements (native order, contiguous columns) and one frequency
- * tile per group.  A group's tile holds the rows of the positions a band
- * can need: one (its axis before the band's), the span, or its whole axis
- * (after the band's, whose rows the band holds all of): at most about two
- * bands' bytes.  On the AMD EPYC a grid's rows written group by group over
- * the band (1 KB pieces) ran about 1.4x the default table of the same
- * bytes; copied whole in address order they run as fast as it. */
-static int plan_assembly(plan_t *plan, const sinpe_array *out)
-{
-    const sinpe_row_format *fmt = &plan->target[0].fmt;
-    const size_t itemsize = sinpe_itemsize(fmt->dtype);
-    int plain = plan->ntargets == 1 && !fmt->swapped && fmt->col_stride == (ptrdiff_t)itemsize;
-    for (int g = 0; g < plan->ngroups; ++g) {
-        plain &= plan->groups[g].ntiles == 1;
-    }
-    if (!plain) {
-        return SINPE_OK;
-    }
-    /* Overflow-checked: a view with zero strides can describe far more
-     * rows than memory holds (such a call fails here, as NOMEM). */
-    size_t bytes = 0, group_bytes, all_bytes;
-    int overflow = 0;
-    for (int i = 0; i < plan->ngroups; ++i) {
-        group_t *g = &plan->groups[i];
-        const ptrdiff_t rows = g->axis < plan->band_axis    ? 1
-                               : g->axis == plan->band_axis ? plan->span
-                                                            : out->shape[g->axis];
-        g->tile_at = bytes;
-        overflow |= sinpe_mul_overflow((size_t)rows, (size_t)g->width * itemsize, &group_bytes);
-        overflow |= sinpe_add_overflow(group_bytes, 63, &group_bytes); /* whole lines */
-        overflow |= sinpe_add_overflow(bytes, group_bytes - group_bytes % 64, &bytes);
-    }
-    overflow |= sinpe_mul_overflow((size_t)plan->threads, bytes, &all_bytes);
-    if (overflow) {
-        return SINPE_ERR_NOMEM;
-    }
-    plan->tile_bytes = bytes;
-    plan->tiles = malloc(all_bytes);
-    plan->held = malloc((size_t)plan->threads * (size_t)plan->ngroups * 2 * sizeof(ptrdiff_t));
-    if (plan->tiles == NULL || plan->held == NULL) {
-        return SINPE_ERR_NOMEM;
-    }
-    for (size_t k = 0; k < (size_t)plan->threads * (size_t)plan->ngroups * 2; ++k) {
-        plan->held[k] = -1;
-    }
-    memcpy(plan->row_bstride, out->strides, (size_t)plan->row_axes * sizeof(ptrdiff_t));
-    plan->assemble = 1;
-    return SINPE_OK;
 }
 
 /* Per-worker scratch, wide tables' step-row keys and (with_tiles: adds',
@@ -555,14 +480,12 @@ static int cut(plan_t *plan, const sinpe_plan *p, const sinpe_array *out, ptrdif
                            64 * 64;
     }
     if (p->split != NULL) {
-        plan->cut = CUT_BANDS;
-        cut_bands(plan, out, row_bytes, (double)rows);
-        if (plan_assembly(plan, out) != SINPE_OK) {
+        if (sinpe_plan_cut_bands(plan, out, row_bytes, (double)rows) != SINPE_OK) {
             return SINPE_ERR_NOMEM;
         }
     } else if (plan->adding && plan->groups[0].axis < 0) {
         plan->cut = CUT_WINDOWS;
-        sinpe_plan_cut_windows(plan);
+        sinpe_plan_cut_windows(plan, HUGE_VAL);
     } else {
         plan->cut = CUT_SPANS;
         cut_spans(plan, row_bytes);
@@ -592,15 +515,21 @@ static int plan_make(plan_t **out_plan, const sinpe_plan *p, const sinpe_array *
         overflow |= sinpe_mul_overflow_ptrdiff(elements, out->shape[i], &elements);
         empty |= out->shape[i] == 0;
     }
-    /* zero strides let a view describe more elements than ptrdiff_t counts */
-    if ((!given && check_positions(p, nrow_axes) != SINPE_OK) || (overflow && !empty)) {
+    /* zero strides let a view describe more elements than ptrdiff_t counts;
+     * positions: one per row, or per section and row */
+    ptrdiff_t values = rows;
+    overflow |= sinpe_mul_overflow_ptrdiff(rows, p->nsections > 1 ? p->nsections : 1, &values);
+    if ((!given && check_positions(p, nrow_axes) != SINPE_OK) ||
+        sinpe_plan_check_section_form(p) != SINPE_OK || (overflow && !empty)) {
         return SINPE_ERR_INVALID;
     }
     if (empty) {
         return (unsigned)p->layout <= SINPE_SINES_FIRST ? SINPE_OK : SINPE_ERR_INVALID;
     }
+    const ptrdiff_t width = p->rotate && p->rotary_dim != 0 ? p->rotary_dim : d;
     if ((p->rotate ? sinpe_plan_check_rotation(p, out, d) : check_columns(p, d)) != SINPE_OK ||
-        (p->split != NULL && check_grid(p, out) != SINPE_OK)) {
+        (p->split != NULL && sinpe_plan_check_grid(p, out) != SINPE_OK) ||
+        (p->nsections > 0 && sinpe_plan_check_sections(p, width / 2) != SINPE_OK)) {
         return SINPE_ERR_INVALID;
     }
     if (out->data == NULL || (out2 != NULL && out2->data == NULL)) {
@@ -630,36 +559,42 @@ static int plan_make(plan_t **out_plan, const sinpe_plan *p, const sinpe_array *
                                      !p->rope ? KIND_TABLE : t == 0 ? KIND_COS : KIND_SIN};
     }
     plan->rotating = p->rotate != 0;
-    if (plan->rotating) {
+    if (plan->rotating || p->nsections > 0) { /* caches with sections use its tile, as they are */
         rotation_t *rot = &plan->rot;
-        rot->dim = p->rotary_dim == 0 ? d : p->rotary_dim;
+        rot->dim = width;
         rot->interleaved = p->layout == SINPE_INTERLEAVED;
-        rot->tile_dtype = p->exact ? SINPE_FLOAT64 : out->dtype;
-        rot->scale = p->scale;
-        rot->inverse = p->inverse != 0;
-        rot->staged = rot->tile_dtype != SINPE_FLOAT64 && (p->scale != 1.0 || p->inverse);
-        if (p->source != NULL) {
+        rot->tile_dtype = (plan->rotating && p->exact) || (out2 != NULL && out2->dtype != out->dtype)
+                              ? SINPE_FLOAT64
+                              : out->dtype;
+        rot->scale = p->scale; /* a rotation's, or the caches' (sinpe.h's rope) */
+        rot->inverse = plan->rotating && p->inverse;
+        rot->staged = rot->tile_dtype != SINPE_FLOAT64 && (rot->scale != 1.0 || rot->inverse);
+        if (plan->rotating && p->source != NULL) {
             rot->source = p->source->data;
             rot->source_fmt = row_format_of(p->source);
         }
     }
-    int status = take_inputs(plan, p, rows);
+    int status = take_inputs(plan, p, values);
     const double most =
-        given ? 0.0 : max_abs_position(plan, p, rows, p->pos_axis >= 0 ? out->shape[p->pos_axis] : 0);
+        given ? 0.0
+              : max_abs_position(plan, p, values, p->pos_axis >= 0 ? out->shape[p->pos_axis] : 0);
     if (status == SINPE_OK && most < 0.0) {
         status = SINPE_ERR_INVALID;
     }
     ptrdiff_t col = 0, sines = 0;
     for (int i = 0; i < ngroups && status == SINPE_OK && !given; ++i) {
         const int axis = p->split != NULL ? p->order[i] : p->pos_axis;
-        const ptrdiff_t width = p->split != NULL ? p->split[axis] : p->rotate ? plan->rot.dim : d;
+        const ptrdiff_t columns = p->split != NULL ? p->split[axis] : width;
         const double reach = p->split != NULL ? (double)(out->shape[axis] - 1) : most;
-        status = make_group(plan, p, outs, &groups[i], axis, col, width, sines, reach);
-        col += width;
-        sines += width / 2;
+        status = make_group(plan, p, outs, &groups[i], axis, col, columns, sines, reach);
+        col += columns;
+        sines += columns / 2;
+    }
+    if (status == SINPE_OK && p->nsections > 0) {
+        status = sinpe_plan_sections(plan, p, groups[0].nfreq, rows);
     }
     if (status == SINPE_OK) {
-        if (p->rotate) {
+        if (p->rotate || p->nsections > 0) {
             hold_anchors(plan);
             status = sinpe_plan_cut_rotation(plan, p, out, rows);
         } else {

@@ -15,7 +15,8 @@
  * frequency's sine and cosine in the columns its layout gives them
  * (run.c's pairs_of, rows.c's pair writer).
  *
- * The cut (plan.c's cut, the only place its rules live) is one of:
+ * The cut (plan.c's cut; a grid's bands plan_grid.c's, a rotation's and
+ * sections' plan_rotate.c's) is one of:
  *  - spans: a chunk is a span of outer rows (whole 32-row blocks at
  *    absolute positions for range positions) x a part of the inner rows x a
  *    tile of frequencies;
@@ -29,7 +30,8 @@
  *    group writes its columns while the band is in the caches;
  *  - rows (rotations by given caches): a run of C-order rows.
  * Rotations by their own caches use spans (range positions) and windows
- * (explicit ones), as adds do.
+ * (explicit ones), as adds do; RoPE caches with sections use a rotation's
+ * tile and windows.
  */
 #ifndef SINPE_PLAN_H
 #define SINPE_PLAN_H
@@ -110,6 +112,21 @@ typedef struct {
     ptrdiff_t bstride[4][SINPE_MAX_DIMS];
 } rotation_t;
 
+/* Sections (sinpe.h; sections.c runs them): rows of RoPE caches or of a
+ * rotation whose frequencies take their positions from S rows of
+ * positions.  They reuse a rotation's tile (rotate.c) and its windows cut:
+ * the cache rows of the window's positions, of every section, are made
+ * once into the tile, then each row's merged cache row (each frequency
+ * from its section's position) is gathered into the merged rows after it. */
+typedef struct {
+    int count;          /* S; 0: no sections */
+    unsigned char *of;  /* [nfreq]: the section of each frequency (owned) */
+    ptrdiff_t stride;   /* positions: section s of C-order row i at [s * stride + i] */
+    size_t merged_at;   /* where a worker's merged rows start in its tile (bytes) */
+    size_t same_at;     /* and a flag per leading row of a chunk: whether it has the
+                         * positions of the leading row before it */
+} sections_t;
+
 typedef struct {
     int ntargets;
     target_t target[2];
@@ -158,9 +175,12 @@ typedef struct {
 
     int rotating;                 /* the target is rotated (rotate.c), on spans, windows or
                                    * rows (given caches) */
-    rotation_t rot;
+    rotation_t rot;               /* rotations; with sections, caches too (their tile) */
+    sections_t sections;
 } plan_t;
 
+/* The calling thread asks the cancel callback about this often. */
+#define CANCEL_BYTES ((double)(8 << 20))
 /* Output bytes per chunk: big enough that the pool hand-off vanishes, small
  * enough to balance two threads and to check for Ctrl-C often. */
 #define CHUNK_BYTES ((double)(256 << 10))
@@ -198,9 +218,16 @@ static inline sinpe_row_format row_format_of(const sinpe_array *a)
 }
 
 /* plan.c's pieces that plan_rotate.c shares: per-worker scratch (with_tiles:
- * and a tile of tile_bytes each), and the windows cut of explicit positions. */
+ * and a tile of tile_bytes each), and the windows cut of explicit positions
+ * (windows of at most most_window rows of the innermost axis, and half the
+ * tile). */
 int sinpe_plan_alloc_scratch(plan_t *plan, int with_tiles);
-void sinpe_plan_cut_windows(plan_t *plan);
+void sinpe_plan_cut_windows(plan_t *plan, double most_window);
+
+/* A grid (plan_grid.c): its split and order (SINPE_OK or SINPE_ERR_INVALID),
+ * and its cut into bands (SINPE_ERR_NOMEM when their tiles cannot be had). */
+int sinpe_plan_check_grid(const sinpe_plan *p, const sinpe_array *out);
+int sinpe_plan_cut_bands(plan_t *plan, const sinpe_array *out, double row_bytes, double rows);
 
 /* A rotation (plan_rotate.c): the views it reads besides out, its columns
  * and values (SINPE_OK or SINPE_ERR_INVALID), and its cut. */
@@ -214,6 +241,16 @@ void sinpe_plan_chunk(void *plan, ptrdiff_t chunk, int worker);
 
 /* Runs chunk `chunk` of a rotating plan on worker `worker` (rotate.c). */
 void sinpe_rotate_chunk(const plan_t *plan, ptrdiff_t chunk, int worker);
+
+/* Sections (sections.c): their structure, for empty outputs too (pos_axis,
+ * padding, grids, adds and given caches excluded), and their counts for m
+ * frequencies (SINPE_OK or SINPE_ERR_INVALID); the section of each
+ * frequency into plan->sections (SINPE_ERR_NOMEM); and a chunk of a plan
+ * with sections, on the cut sinpe_plan_cut_rotation makes. */
+int sinpe_plan_check_section_form(const sinpe_plan *p);
+int sinpe_plan_check_sections(const sinpe_plan *p, ptrdiff_t m);
+int sinpe_plan_sections(plan_t *plan, const sinpe_plan *p, ptrdiff_t m, ptrdiff_t rows);
+void sinpe_sections_chunk(const plan_t *plan, ptrdiff_t chunk, int worker);
 
 /* Doubles of per-worker scratch run.c needs for the plan's tiles. */
 size_t sinpe_plan_scratch_doubles(const plan_t *plan);

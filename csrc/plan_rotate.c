@@ -159,8 +159,10 @@ static void cut_given_rows(plan_t *plan, const sinpe_plan *p, const sinpe_array 
 
 /* Rotations by their own caches: each worker's tile holds the cos and sin
  * rows of up to tile_rows positions (ROTATE_TILE_BYTES, or what the call
- * can use: a small call allocates little), plus a spare row; staged tiles
- * have float64 rows beside them.  Range positions are cut in spans of whole
+ * can use: a small call allocates little), plus a spare row (one per
+ * section); staged tiles have float64 rows beside them; with sections, the
+ * merged rows of a window follow (sections.c; caches with sections use
+ * this tile and cut too).  Range positions are cut in spans of whole
  * blocks, at most a thread's share of them, so that each span's rows are
  * made once and each copy is rotated a span at a time in address order;
  * the copies are cut in parts only when there are fewer spans than threads
@@ -186,15 +188,30 @@ int sinpe_plan_cut_rotation(plan_t *plan, const sinpe_plan *p, const sinpe_array
                                           : 2 * min_ptrdiff(g->outer_count, PTRDIFF_MAX / 4) +
                                                 2 * SINPE_BLOCK_ROWS;
     plan->tile_rows = count_in(floor(ROTATE_TILE_BYTES / (cache_row + stage_row)), needed);
-    /* the float64 rows start on a line of their own (the cache rows of a
-     * 16-bit type end anywhere) */
-    const size_t cache_bytes = (size_t)(plan->tile_rows + 1) * (size_t)cache_row;
+    /* a spare row, or one per section; the float64 rows start on a line of
+     * their own (the cache rows of a 16-bit type end anywhere) */
+    const size_t spares = plan->sections.count > 0 ? (size_t)plan->sections.count : 1;
+    const size_t cache_bytes = ((size_t)plan->tile_rows + spares) * (size_t)cache_row;
     rot->stage_at = cache_bytes + 63 - (cache_bytes + 63) % 64;
-    plan->tile_bytes = rot->stage_at + (size_t)(plan->tile_rows + 1) * (size_t)stage_row;
+    plan->tile_bytes = rot->stage_at + ((size_t)plan->tile_rows + spares) * (size_t)stage_row;
     plan->tile_bytes += 63 - (plan->tile_bytes + 63) % 64; /* and each worker's tile */
     if (g->axis < 0) {
+        /* Threads share shorter windows rather than parts of the leading
+         * rows: each part would make the window's cache rows (and merged
+         * rows) again.  Windows of a block at least. */
+        const ptrdiff_t length = g->outer.shape[g->outer.naxes - 1];
+        const double share = ceil((double)length * (double)g->ntiles / (4.0 * plan->threads));
         plan->cut = CUT_WINDOWS;
-        sinpe_plan_cut_windows(plan);
+        sinpe_plan_cut_windows(plan, plan->threads > 1 && share > SINPE_BLOCK_ROWS
+                                         ? share
+                                         : plan->threads > 1 ? SINPE_BLOCK_ROWS : HUGE_VAL);
+        if (plan->sections.count > 0) { /* a window's merged rows and flags, after the rest */
+            plan->sections.merged_at = plan->tile_bytes;
+            plan->tile_bytes += (size_t)plan->window * (size_t)cache_row;
+            plan->sections.same_at = plan->tile_bytes;
+            plan->tile_bytes += (size_t)plan->per_part;
+            plan->tile_bytes += 63 - (plan->tile_bytes + 63) % 64;
+        }
     } else {
         plan->cut = CUT_SPANS;
         double span = (double)plan->tile_rows;

@@ -25,6 +25,7 @@
 
 #include "elements.h"
 #include "plan.h"
+#include "rot_tile.h"
 #include "walk.h"
 
 #include <string.h>
@@ -33,23 +34,8 @@
 /* ------------------------------------------------------------------ */
 /* The tile. */
 
-/* A worker's tile for frequencies [k0, k0 + count): row i holds the cos
- * row, then the sin row, of one position, `cols` elements each: split, one
- * value per frequency (both columns of a pair read it: c_second 0), so the
- * tile is no larger than the rows of x it rotates; interleaved, each value
- * twice (2j, 2j + 1), as the rotation loop reads a cache. */
-typedef struct {
-    char *data;
-    ptrdiff_t row_bytes, cols;
-    double *stage;        /* staged: float64 rows of the same columns */
-    ptrdiff_t stage_row;  /* doubles per staged row */
-    sinpe_row_format fmt; /* the tile's elements, native and contiguous */
-    ptrdiff_t k0, count;
-    int first_tile;
-} rot_tile_t;
-
-static void tile_layout(const plan_t *plan, const group_t *g, int worker, ptrdiff_t tile,
-                        rot_tile_t *t)
+void sinpe_rot_tile_layout(const plan_t *plan, const group_t *g, int worker, ptrdiff_t tile,
+                           rot_tile_t *t)
 {
     const ptrdiff_t k0 = tile * plan->tile_freqs;
     t->k0 = k0;
@@ -110,11 +96,9 @@ static void finish_rows(const plan_t *plan, const rot_tile_t *t, ptrdiff_t slot,
     }
 }
 
-/* Tile rows from `slot` on: the rows of positions first .. first + rows - 1
- * (is_int), or slot alone with the row of non-integral x. */
-static void fill_tile(const plan_t *plan, const group_t *g, int worker, ptrdiff_t tile,
-                      const rot_tile_t *t, ptrdiff_t slot, int is_int, int64_t first,
-                      ptrdiff_t rows, double x)
+void sinpe_rot_tile_fill(const plan_t *plan, const group_t *g, int worker, ptrdiff_t tile,
+                         const rot_tile_t *t, ptrdiff_t slot, int is_int, int64_t first,
+                         ptrdiff_t rows, double x)
 {
     const ptrdiff_t k0 = t->k0, k1 = t->k0 + t->count;
     scratch_t s = scratch_of(plan, worker);
@@ -146,16 +130,24 @@ static void fill_tile(const plan_t *plan, const group_t *g, int worker, ptrdiff_
     finish_rows(plan, t, slot, rows);
 }
 
+int sinpe_rot_tile_range(const plan_t *plan, const group_t *g, int worker, ptrdiff_t tile,
+                         rot_tile_t *t, int64_t lo, int64_t hi)
+{
+    sinpe_rot_tile_layout(plan, g, worker, tile, t);
+    const int ranged = lo <= hi && hi - lo < plan->tile_rows;
+    if (ranged) {
+        sinpe_rot_tile_fill(plan, g, worker, tile, t, 0, 1, lo, hi - lo + 1, 0.0);
+    }
+    return ranged;
+}
+
 /* ------------------------------------------------------------------ */
 /* Rotating rows. */
 
-/* `rows` rows of x at dst (stride dst_stride; from src at src_stride, or
- * in place) rotated by tile rows from `slot` (tile_stride: the row bytes,
- * or 0: one row for all), pairs of the tile's frequencies; with a source,
- * tile 0 copies the columns past the rotary ones. */
-static void rotate_from_tile(const plan_t *plan, const group_t *g, const rot_tile_t *t,
-                             ptrdiff_t slot, ptrdiff_t tile_stride, char *dst, ptrdiff_t dst_stride,
-                             const char *src, ptrdiff_t src_stride, ptrdiff_t rows)
+void sinpe_rot_tile_rotate(const plan_t *plan, const group_t *g, const rot_tile_t *t,
+                           const char *cache, ptrdiff_t cache_stride, char *dst,
+                           ptrdiff_t dst_stride, const char *src, ptrdiff_t src_stride,
+                           ptrdiff_t rows)
 {
     const rotation_t *rot = &plan->rot;
     const sinpe_row_format *x_fmt = &plan->target[0].fmt;
@@ -163,11 +155,10 @@ static void rotate_from_tile(const plan_t *plan, const group_t *g, const rot_til
     const sinpe_rotation r = {x_fmt, src_fmt, &t->fmt, &t->fmt, g->interleaved, t->count,
                               rot->dim / 2, 0};
     const ptrdiff_t first = g->interleaved ? 2 * t->k0 : t->k0;
-    const char *cos = t->data + slot * t->row_bytes;
-    const char *sin = cos + t->cols * (ptrdiff_t)sinpe_itemsize(t->fmt.dtype);
+    const char *sin = cache + t->cols * (ptrdiff_t)sinpe_itemsize(t->fmt.dtype);
     sinpe_rotate_rows(&r, dst + first * x_fmt->col_stride, dst_stride,
-                      src != NULL ? src + first * src_fmt->col_stride : NULL, src_stride, cos,
-                      tile_stride, sin, tile_stride, rows);
+                      src != NULL ? src + first * src_fmt->col_stride : NULL, src_stride, cache,
+                      cache_stride, sin, cache_stride, rows);
     if (src != NULL && t->first_tile && rot->dim < plan->d) {
         sinpe_copy_rows(x_fmt, dst + rot->dim * x_fmt->col_stride, dst_stride, src_fmt,
                         src + rot->dim * src_fmt->col_stride, src_stride, rows, plan->d - rot->dim);
@@ -186,8 +177,8 @@ static void rotate_span(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_
 {
     const group_t *g = &plan->groups[0];
     rot_tile_t t;
-    tile_layout(plan, g, worker, tile, &t);
-    fill_tile(plan, g, worker, tile, &t, 0, 1, g->offset + i0, i1 - i0, 0.0);
+    sinpe_rot_tile_layout(plan, g, worker, tile, &t);
+    sinpe_rot_tile_fill(plan, g, worker, tile, &t, 0, 1, g->offset + i0, i1 - i0, 0.0);
     const int inner_last = g->inner.naxes - 1;
     const ptrdiff_t outer_stride = g->outer.bstride[0][0], src_outer = g->outer.bstride[1][0];
     const ptrdiff_t inner_stride = inner_last >= 0 ? g->inner.bstride[0][inner_last] : 0;
@@ -199,9 +190,10 @@ static void rotate_span(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_
     cursor_seek(&g->inner, &ic, j0);
     if (inner_last < 0 || (i1 - i0 > 1 && abs_ptrdiff(outer_stride) <= abs_ptrdiff(inner_stride))) {
         for (ptrdiff_t j = j0; j < j1; ++j, cursor_step(&g->inner, &ic)) {
-            rotate_from_tile(plan, g, &t, 0, t.row_bytes, data + oc.off[0] + ic.off[0],
-                             outer_stride, source != NULL ? source + oc.off[1] + ic.off[1] : NULL,
-                             src_outer, i1 - i0);
+            sinpe_rot_tile_rotate(plan, g, &t, t.data, t.row_bytes,
+                                  data + oc.off[0] + ic.off[0], outer_stride,
+                                  source != NULL ? source + oc.off[1] + ic.off[1] : NULL,
+                                  src_outer, i1 - i0);
         }
         return;
     }
@@ -210,8 +202,9 @@ static void rotate_span(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_
         for (ptrdiff_t i = i0; i < i1; ++i) {
             const ptrdiff_t o = (i - i0) * outer_stride + oc.off[0] + ic.off[0];
             const ptrdiff_t os = (i - i0) * src_outer + oc.off[1] + ic.off[1];
-            rotate_from_tile(plan, g, &t, i - i0, 0, data + o, inner_stride,
-                             source != NULL ? source + os : NULL, src_inner, run);
+            sinpe_rot_tile_rotate(plan, g, &t, t.data + (i - i0) * t.row_bytes, 0, data + o,
+                                  inner_stride, source != NULL ? source + os : NULL, src_inner,
+                                  run);
         }
         cursor_advance(&g->inner, &ic, run);
         j += run;
@@ -231,12 +224,8 @@ static void rotate_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrdif
     const ptrdiff_t length = plan->length;
     int64_t lo, hi;
     window_range(plan, g, l0, l1, b0, b1, &lo, &hi);
-    const int ranged = lo <= hi && hi - lo < plan->tile_rows;
     rot_tile_t t;
-    tile_layout(plan, g, worker, tile, &t);
-    if (ranged) {
-        fill_tile(plan, g, worker, tile, &t, 0, 1, lo, hi - lo + 1, 0.0);
-    }
+    const int ranged = sinpe_rot_tile_range(plan, g, worker, tile, &t, lo, hi);
     const int last = g->outer.naxes - 1;
     const ptrdiff_t stride = g->outer.bstride[0][last], src_stride = g->outer.bstride[1][last];
     char *data = plan->target[0].data;
@@ -262,11 +251,12 @@ static void rotate_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrdif
                        q == p + step * run) {
                     ++run;
                 }
-                rotate_from_tile(plan, g, &t, p - lo, step * t.row_bytes, row, stride, src,
-                                 src_stride, run);
+                sinpe_rot_tile_rotate(plan, g, &t, t.data + (p - lo) * t.row_bytes,
+                                      step * t.row_bytes, row, stride, src, src_stride, run);
             } else {
-                fill_tile(plan, g, worker, tile, &t, plan->tile_rows, is_int, p, 1, x);
-                rotate_from_tile(plan, g, &t, plan->tile_rows, 0, row, 0, src, 0, 1);
+                sinpe_rot_tile_fill(plan, g, worker, tile, &t, plan->tile_rows, is_int, p, 1, x);
+                sinpe_rot_tile_rotate(plan, g, &t, t.data + plan->tile_rows * t.row_bytes, 0, row,
+                                      0, src, 0, 1);
             }
             cursor_advance(&g->outer, &oc, run);
             i += run;
@@ -336,13 +326,10 @@ void sinpe_rotate_chunk(const plan_t *plan, ptrdiff_t chunk, int worker)
         return;
     }
     const group_t *g = &plan->groups[0];
-    if (plan->cut == CUT_WINDOWS) { /* tile-major, then windows, then parts */
-        const ptrdiff_t per_tile = plan->windows * plan->parts;
-        const ptrdiff_t w = chunk % per_tile / plan->parts, part = chunk % plan->parts;
-        const ptrdiff_t l0 = w * plan->window, b0 = part * plan->per_part;
-        rotate_window(plan, worker, chunk / per_tile, l0,
-                      min_ptrdiff(l0 + plan->window, plan->length), b0,
-                      min_ptrdiff(b0 + plan->per_part, plan->leads));
+    if (plan->cut == CUT_WINDOWS) {
+        ptrdiff_t l[2], b[2];
+        const ptrdiff_t tile = window_of_chunk(plan, chunk, l, b);
+        rotate_window(plan, worker, tile, l[0], l[1], b[0], b[1]);
         return;
     }
     const ptrdiff_t per_tile = plan->spans * plan->parts;

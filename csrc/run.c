@@ -619,6 +619,10 @@ static void assemble_band(const plan_t *plan, int worker, ptrdiff_t band)
 void sinpe_plan_chunk(void *context, ptrdiff_t chunk, int worker)
 {
     const plan_t *plan = context;
+    if (plan->sections.count > 0) { /* sections.c */
+        sinpe_sections_chunk(plan, chunk, worker);
+        return;
+    }
     if (plan->rotating) { /* rotate.c */
         sinpe_rotate_chunk(plan, chunk, worker);
         return;
@@ -638,12 +642,10 @@ void sinpe_plan_chunk(void *context, ptrdiff_t chunk, int worker)
         }
         return;
     }
-    if (plan->cut == CUT_WINDOWS) { /* tile-major, then windows, then parts */
-        const ptrdiff_t per_tile = plan->windows * plan->parts;
-        const ptrdiff_t w = chunk % per_tile / plan->parts, part = chunk % plan->parts;
-        const ptrdiff_t l0 = w * plan->window, b0 = part * plan->per_part;
-        add_window(plan, worker, chunk / per_tile, l0, min_ptrdiff(l0 + plan->window, plan->length),
-                   b0, min_ptrdiff(b0 + plan->per_part, plan->leads));
+    if (plan->cut == CUT_WINDOWS) {
+        ptrdiff_t l[2], b[2];
+        const ptrdiff_t tile = window_of_chunk(plan, chunk, l, b);
+        add_window(plan, worker, tile, l[0], l[1], b[0], b[1]);
         return;
     }
     const group_t *g = &plan->groups[0];

@@ -47,6 +47,9 @@ extern "C" {
 /* The most threads one call may use. */
 #define SINPE_MAX_THREADS 1024
 
+/* The most sections (rows of positions) a plan may have. */
+#define SINPE_MAX_SECTIONS 64
+
 typedef enum {
     SINPE_FLOAT16 = 0, /* IEEE binary16 */
     SINPE_FLOAT32 = 1,
@@ -86,6 +89,12 @@ typedef enum {
     SINPE_PAPER = 0,  /* w_k = n**(-2k/d), k < ceil(d/2): an odd d ends with a sine */
     SINPE_FAIRSEQ = 1 /* w_k = n**(-k/max(d/2 - 1, 1)), k < d/2: an odd d ends with a zero */
 } sinpe_schedule;
+
+/* Which frequencies take which section's position (sinpe_plan.sections). */
+typedef enum {
+    SINPE_SECTIONS_CONTIGUOUS = 0, /* runs in order: Qwen2-VL's mrope_section */
+    SINPE_SECTIONS_INTERLEAVED = 1 /* in turn: Qwen3-VL's interleaved M-RoPE */
+} sinpe_sections_layout;
 
 /* A cancel callback: the kernel calls it from the calling thread, between
  * chunks (about every 8 MB written by that thread), only while work
@@ -190,13 +199,42 @@ typedef struct {
     int exact, inverse;
     const sinpe_array *source;
     const sinpe_array *cos_cache, *sin_cache;
+
+    /* Sections (multi-axis RoPE: Qwen2-VL's M-RoPE, Qwen3-VL's interleaved
+     * M-RoPE, axial 2-D RoPE), for RoPE caches (rope) and rotations by
+     * their own caches (rotate without cos_cache): each row has
+     * nsections = S positions (1 <= S <= SINPE_MAX_SECTIONS), and each
+     * frequency takes its angle from one of them.  The positions are then
+     * explicit (pos_axis < 0; not with padding): ints or reals hold
+     * S * rows values, the position of row i (C order over out's rows) in
+     * section s at [s * rows + i].  sections[s] >= 0 counts the frequencies
+     * of section s; the counts sum to the number of frequencies m (r / 2 of
+     * a rotation, d / 2 of caches).  Frequency k takes section:
+     *   SINPE_SECTIONS_CONTIGUOUS: the s with sections[0] + ... +
+     *     sections[s - 1] <= k < sections[0] + ... + sections[s];
+     *   SINPE_SECTIONS_INTERLEAVED: s >= 1 when k % S == s and
+     *     k < S * sections[s], else 0; each section must then receive
+     *     exactly sections[s] frequencies (else SINPE_ERR_INVALID).
+     * Every value is the one the same plan without sections gives at that
+     * frequency's position: a frequency of section s has the bits it has in
+     * the caches or rotation of section s's positions alone.
+     * SINPE_ERR_INVALID (for empty outputs too, but for the counts' sum and
+     * rule): nsections out of range, sections NULL, an unknown layout, a
+     * negative count, sections with an add, a table, a grid, given caches,
+     * range positions or padding; and for a non-empty output, counts that
+     * do not sum to m or that the interleaved rule does not give.
+     * nsections = 0 (the default): no sections, and sections is NULL. */
+    const ptrdiff_t *sections;
+    int nsections;
+    sinpe_sections_layout sections_layout;
 } sinpe_plan;
 
 static inline sinpe_plan sinpe_plan_default(void)
 {
     sinpe_plan plan = {10000.0, SINPE_PAPER, NULL, 0, SINPE_INTERLEAVED, 0, 0, 0, NULL, NULL,
                        NULL, NULL, NULL, 0, 1.0, 0, NULL, NULL,
-                       0, 0, 0, 0, NULL, NULL, NULL};
+                       0, 0, 0, 0, NULL, NULL, NULL,
+                       NULL, 0, SINPE_SECTIONS_CONTIGUOUS};
     return plan;
 }
 

@@ -133,6 +133,21 @@ static inline int position_of(const plan_t *plan, const group_t *g, ptrdiff_t i,
     return *x == (double)*p; /* integral: the integer path, bits of the table */
 }
 
+/* The rows of chunk `chunk` of a windows cut (plan.c's cut_windows; chunks
+ * go tile-major, then windows, then parts): frequency tile *tile, window
+ * [l[0], l[1]) of the innermost row axis, leading rows [b[0], b[1]). */
+static inline ptrdiff_t window_of_chunk(const plan_t *plan, ptrdiff_t chunk, ptrdiff_t l[2],
+                                        ptrdiff_t b[2])
+{
+    const ptrdiff_t per_tile = plan->windows * plan->parts;
+    const ptrdiff_t w = chunk % per_tile / plan->parts, part = chunk % plan->parts;
+    l[0] = w * plan->window;
+    l[1] = min_ptrdiff(l[0] + plan->window, plan->length);
+    b[0] = part * plan->per_part;
+    b[1] = min_ptrdiff(b[0] + plan->per_part, plan->leads);
+    return chunk / per_tile;
+}
+
 /* The integer positions of window [l0, l1) of the innermost row axis in the
  * leading rows b0 .. b1 - 1 (padded rows left out): [*lo, *hi], or lo > hi
  * when there is none. */

@@ -11,7 +11,8 @@
  *    another layout, with the schedule's frequencies as an explicit array;
  *    RoPE caches against the table; a grid's chunk against the 1-D table
  *    of its axis; a rotation again in place in a dense copy (out of place
- *    against in place);
+ *    against in place); with sections, each section's pairs against the
+ *    caches of its positions alone;
  *  - rotations: every element against this file's arithmetic on the
  *    elements from before the call and the RoPE caches of the same plan
  *    (a float64 companion, itself checked against libm), bit for bit;
@@ -30,6 +31,7 @@ static struct {
     long added;     /* add elements equal to this file's arithmetic, bit for bit */
     long rotated;   /* rotated (or kept) elements equal to this file's arithmetic */
     long identical; /* elements bit-identical in identity calls */
+    long sections;  /* valid calls with sections checked against one section's positions alone */
     long aliased, aliased_over, aliased_invalid; /* calls with inputs inside an output's buffer */
 } stats;
 
@@ -131,7 +133,7 @@ static void value_fail(const call_t *c, const char *what, int t, ptrdiff_t f, co
     const int g = c->group[t][j];
     fail("%s: target %d row %td (position %.17g) column %td (group %d, role %d, pair %td): got %.17g, want %.17g, "
          "error %.3g > %.3g",
-         what, t, f, position_of(c, f, index, g), j, g, c->role[t][j], c->pair[t][j], got, want,
+         what, t, f, position_of(c, f, index, position_group(c, t, j)), j, g, c->role[t][j], c->pair[t][j], got, want,
          fabs(got - want), bound);
 }
 
@@ -286,9 +288,10 @@ static void shard_free(shard_t *s)
 /* A shard of at most max_rows rows: for range positions sometimes a run of
  * the position axis at one index of the others (offset shifted), else a
  * run of rows in C order, reversed or shuffled now and then, each with its
- * own position: ints, or reals (always when one is not integral: an
- * integral real must take the integer path). */
-static void pick_shard(const call_t *c, reader *r, ptrdiff_t max_rows, shard_t *s)
+ * own position (of section `section`, with sections): ints, or reals
+ * (always when one is not integral: an integral real must take the integer
+ * path). */
+static void pick_shard(const call_t *c, reader *r, ptrdiff_t max_rows, shard_t *s, int section)
 {
     memset(s, 0, sizeof *s);
     ptrdiff_t index[MAX_AXES];
@@ -321,7 +324,7 @@ static void pick_shard(const call_t *c, reader *r, ptrdiff_t max_rows, shard_t *
         int integral = below(r, 4) != 0;
         for (ptrdiff_t q = 0; q < s->count; ++q) {
             row_index(c, s->rows[q], index);
-            s->reals[q] = position_of(c, s->rows[q], index, 0);
+            s->reals[q] = position_of(c, s->rows[q], index, section);
             s->ints[q] = (int64_t)s->reals[q];
             integral = integral && s->reals[q] == (double)s->ints[q];
         }
@@ -367,7 +370,7 @@ static void shard_call(const char *what, const call_t *c, reader *r, const shard
 static void identity_table(const call_t *c, reader *r, const result_t *s)
 {
     shard_t sh;
-    pick_shard(c, r, COMPARE_ELEMENTS / c->d > 0 ? COMPARE_ELEMENTS / c->d : 1, &sh);
+    pick_shard(c, r, COMPARE_ELEMENTS / c->d > 0 ? COMPARE_ELEMENTS / c->d : 1, &sh, 0);
     const int layout = (int)below(r, 3);
     dense_t out;
     shard_call("table shard", c, r, &sh, 0, layout, c->d, c->tg[0].dtype, &out);
@@ -389,7 +392,7 @@ static void identity_rope(const call_t *c, reader *r, const result_t *s)
 {
     const int t = (int)below(r, 2);
     shard_t sh;
-    pick_shard(c, r, COMPARE_ELEMENTS / c->d > 0 ? COMPARE_ELEMENTS / c->d : 1, &sh);
+    pick_shard(c, r, COMPARE_ELEMENTS / c->d > 0 ? COMPARE_ELEMENTS / c->d : 1, &sh, 0);
     const int layout = (int)below(r, 3);
     const int scaled = c->plan.scale != 1.0;
     const sinpe_dtype dtype = c->tg[t].dtype;
@@ -414,6 +417,51 @@ static void identity_rope(const call_t *c, reader *r, const result_t *s)
         }
     }
     free(out.data);
+    shard_free(&sh);
+}
+
+/* Sections: the pairs of one section against the RoPE caches of that
+ * section's positions alone (a plan without sections), bit for bit; s
+ * holds the call's caches (its outputs, or a rotation's float64
+ * companion), width columns in the call's layout. */
+static void identity_sections(const call_t *c, reader *r, const result_t *s, ptrdiff_t width)
+{
+    const int section = (int)below(r, (unsigned)c->plan.nsections);
+    ++stats.sections;
+    shard_t sh;
+    pick_shard(c, r, COMPARE_ELEMENTS / width > 0 ? COMPARE_ELEMENTS / width : 1, &sh, section);
+    sinpe_plan p = sinpe_plan_default();
+    p.rope = 1;
+    p.n = c->plan.n;
+    p.schedule = c->plan.schedule;
+    if (c->freq != NULL || below(r, 2)) {
+        p.freq = c->w[0];
+        p.nfreq = c->m[0];
+    }
+    p.layout = c->plan.layout;
+    if (c->plan.rope) p.scale = c->plan.scale; /* caches times scale, with sections or not */
+    p.pos_axis = -1;
+    p.ints = sh.ints;
+    p.reals = sh.ints != NULL ? NULL : sh.reals;
+    p.flags = below(r, 2) ? SINPE_PRIVATE_INPUTS : 0u;
+    const ptrdiff_t shape[2] = {sh.count, width};
+    dense_t out[2];
+    for (int t = 0; t < 2; ++t) {
+        dense_alloc(&out[t], 2, shape, s->dense != NULL ? s->dense[t].dtype : c->tg[t].dtype, (int)below(r, 2));
+    }
+    set_threads(r);
+    const int status = sinpe_run(&p, &out[0].view, &out[1].view);
+    if (status != SINPE_OK && status != SINPE_ERR_NOMEM) fail("one section's caches: status %d", status);
+    for (ptrdiff_t q = 0; status == SINPE_OK && q < sh.count; ++q) {
+        for (ptrdiff_t j = 0; j < width; ++j) {
+            const ptrdiff_t k = c->plan.layout == SINPE_INTERLEAVED ? j / 2 : j % (width / 2);
+            for (int t = 0; c->section_of[k] == section && t < 2; ++t) {
+                compare(t == 0 ? "a section's cos vs its positions alone" : "a section's sin vs its positions alone",
+                        s, t, sh.rows[q], j, &out[t], q, j);
+            }
+        }
+    }
+    for (int t = 0; t < 2; ++t) free(out[t].data);
     shard_free(&sh);
 }
 
@@ -474,7 +522,8 @@ static int rotation_caches(const call_t *c, reader *r, dense_t out[2])
     for (ptrdiff_t e = 0; e < c->rows * width; e += step) {
         const ptrdiff_t f = e / width, j = e % width, k = c->plan.layout == SINPE_INTERLEAVED ? j / 2 : j % (width / 2);
         row_index(c, f, index);
-        const double x = position_of(c, f, index, 0), w = c->w[0][k], err = value_error(x, w);
+        const double x = position_of(c, f, index, c->plan.nsections > 0 ? c->section_of[k] : 0);
+        const double w = c->w[0][k], err = value_error(x, w);
         const double v[2] = {load(dense_at(&out[0], f, j), SINPE_FLOAT64, 0), load(dense_at(&out[1], f, j), SINPE_FLOAT64, 0)};
         const double want[2] = {cos(x * w), sin(x * w)};
         for (int t = 0; t < 2; ++t) {

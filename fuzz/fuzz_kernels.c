@@ -15,7 +15,10 @@
  * frequencies (paper or fairseq schedule with a base n, or an explicit
  * array whose angles reach SINPE_MAX_ANGLE); the positions (offset + i
  * along an axis, or one int64 or double per row: runs, repeats, the
- * +-2**24 bounds, fractions), a padding mask; the layout (interleaved,
+ * +-2**24 bounds, fractions), sections (RoPE caches and rotations: 1 to
+ * 64 rows of positions per row, each its own, a text token's or an image
+ * patch's; counts contiguous or interleaved, now and then broken), a
+ * padding mask; the layout (interleaved,
  * concatenated, sines first); a grid's split and order; scale and the
  * add's input elements (any bits: NaN, inf, subnormals, ties); flags,
  * thread count and a cancel callback.  The inputs sinpe_run reads
@@ -42,7 +45,8 @@
  *     off its thread;
  *   - bit identity across shards and offsets, layouts, explicit vs
  *     scheduled frequencies, thread counts, byte orders, RoPE vs table,
- *     grid axis vs the 1-D table of its axis;
+ *     grid axis vs the 1-D table of its axis, a section's pairs vs the
+ *     RoPE caches of its positions alone;
  *   - a call with inputs inside an output equals the same call with
  *     private copies, byte for byte.
  *
@@ -214,16 +218,19 @@ static int64_t pick_offset(reader *r, ptrdiff_t length)
 /* Explicit positions: runs (block runs), per-sequence runs with jumps,
  * repeats (an add's shared rows), the bounds, anything; reals add halves or
  * random fractions (non-integral: evaluated directly), -0.0; rarely one
- * out of range or not finite. */
+ * out of range or not finite.  With sections, one row of them per section:
+ * each its own, or a text token's (every section the first's), or an
+ * image patch's (the first's, a small step further in the others). */
 static void pick_positions(reader *r, call_t *c, uint64_t *seed)
 {
     const int64_t bound = SINPE_MAX_POSITION;
     const unsigned kind = below(r, 8), fraction = below(r, 4), bad = below(r, 16) == 15;
     const int64_t start = kind == 4 ? bound - (int64_t)below(r, 128) : (int64_t)below(r, 200) - 100;
     const ptrdiff_t length = c->nrow > 0 ? c->tg[0].lay.shape[c->nrow - 1] : 1;
-    c->ints = checked_malloc(sizeof(int64_t) * (size_t)c->rows);
-    c->reals = checked_malloc(sizeof(double) * (size_t)c->rows);
-    for (ptrdiff_t f = 0; f < c->rows; ++f) {
+    const ptrdiff_t values = c->rows * (c->nsections > 0 ? c->nsections : 1);
+    c->ints = checked_malloc(sizeof(int64_t) * (size_t)(values > 0 ? values : 1));
+    c->reals = checked_malloc(sizeof(double) * (size_t)(values > 0 ? values : 1));
+    for (ptrdiff_t f = 0; f < values; ++f) {
         const uint64_t u = splitmix(seed);
         int64_t p;
         switch (kind) {
@@ -241,10 +248,18 @@ static void pick_positions(reader *r, call_t *c, uint64_t *seed)
         c->reals[f] = fabs(x + frac) <= (double)bound ? x + frac : x - frac;
         if (c->reals[f] == 0.0 && u % 5 == 0) c->reals[f] = -0.0;
     }
-    if (bad && c->rows > 0) {
+    const unsigned tokens = below(r, 4); /* sections: 0, 1 their own; 2 text; 3 text and image */
+    for (ptrdiff_t f = c->rows; tokens >= 2 && f < values; ++f) {
+        const uint64_t u = splitmix(seed);
+        const ptrdiff_t first = f % c->rows;
+        const int64_t step = tokens == 3 && u % 2 ? (int64_t)(u % 16) : 0;
+        c->ints[f] = c->ints[first] + (c->ints[first] + step <= bound ? step : -step);
+        c->reals[f] = step == 0 ? c->reals[first] : (double)c->ints[f];
+    }
+    if (bad && values > 0) {
         static const double bad_reals[] = {NAN, INFINITY, -INFINITY, 16777216.5, -16777217.0};
         static const int64_t bad_ints[] = {INT64_MIN, INT64_MAX, (1 << 24) + 1, -(1 << 24) - 1};
-        const ptrdiff_t f = below_size(r, c->rows);
+        const ptrdiff_t f = below_size(r, values);
         c->ints[f] = bad_ints[below(r, 4)];
         c->reals[f] = bad_reals[below(r, 5)];
     }
@@ -299,6 +314,40 @@ static void pick_rotation(reader *r, call_t *c)
     if (p->layout == SINPE_SINES_FIRST && below(r, 8) != 0) p->layout = SINPE_CONCATENATED;
 }
 
+/* Sections' counts for the call's pairs (sinpe.h): contiguous, any counts
+ * >= 0 summing to m; interleaved, section s >= 1 at most the pairs k < m
+ * with k % S == s (any such count satisfies the rule), section 0 the rest.
+ * Rarely broken: a count one off (the sum, or the rule), a negative count,
+ * an unknown layout. */
+static void pick_section_counts(reader *r, call_t *c)
+{
+    sinpe_plan *p = &c->plan;
+    const int S = c->nsections;
+    const ptrdiff_t m = section_pairs(c) > 0 ? section_pairs(c) : 0;
+    const int interleaved = below(r, 2);
+    ptrdiff_t left = m;
+    for (int s = S - 1; s >= 1; --s) {
+        const ptrdiff_t most = interleaved ? (m > s ? (m - s - 1) / S + 1 : 0) : left;
+        const ptrdiff_t pick = below(r, 4) == 0 ? most : below_size(r, most + 1);
+        c->sections[s] = pick < left ? pick : left;
+        left -= c->sections[s];
+    }
+    c->sections[0] = left;
+    c->sections_count = S;
+    p->sections = c->sections;
+    p->nsections = S;
+    p->sections_layout = interleaved ? SINPE_SECTIONS_INTERLEAVED : SINPE_SECTIONS_CONTIGUOUS;
+    if (below(r, 24) == 23) {
+        const int s = (int)below(r, (unsigned)S);
+        switch (below(r, 4)) {
+        case 0: c->sections[s] += below(r, 2) ? 1 : -1; break;
+        case 1: c->sections[s] = -1 - (ptrdiff_t)below(r, 2); break;
+        case 2: if (S > 1) c->sections[s] += 1, c->sections[(s + 1) % S] -= 1; break;
+        default: p->sections_layout = (sinpe_sections_layout)(below(r, 2) ? 2 : -1); break;
+        }
+    }
+}
+
 /* A rotation by given caches: cos and sin of out's dtype, dense and
  * native, viewed with out's shape and zero strides on some row axes (HF's
  * (B, 1, L, D) against (B, H, L, D)); no positions or frequencies, scale 1,
@@ -311,6 +360,7 @@ static void pick_given(reader *r, call_t *c, uint64_t *seed)
     const size_t itemsize = c->tg[0].itemsize;
     c->given = 1;
     p->ints = NULL, p->reals = NULL, p->freq = NULL, p->nfreq = 0;
+    if (below(r, 8) != 0) p->sections = NULL, p->nsections = 0; /* else invalid */
     if (below(r, 8) != 0) p->scale = 1.0, p->exact = 0, p->inverse = 0;
     const ptrdiff_t count = c->rows * c->d;
     memcpy(c->cache_shape, c->tg[0].lay.shape, sizeof c->cache_shape);
@@ -357,6 +407,10 @@ static void pick_plan(reader *r, call_t *c, uint64_t *seed)
             p->pos_axis = (int)below(r, (unsigned)c->nrow);
             p->offset = pick_offset(r, c->tg[0].lay.shape[p->pos_axis]);
         } else {
+            /* sections: RoPE caches and rotations, now and then many */
+            if ((c->op == OP_ROPE || c->op == OP_ROTATE) && below(r, 3) == 0) {
+                c->nsections = below(r, 32) == 31 ? 5 + (int)below(r, SINPE_MAX_SECTIONS - 4) : 1 + (int)below(r, 4);
+            }
             pick_positions(r, c, seed);
             p->pos_axis = below(r, 2) ? -1 : -1 - (int)below(r, 200);
             p->ints = c->pos_mode == POS_INTS ? c->ints : NULL;
@@ -372,6 +426,7 @@ static void pick_plan(reader *r, call_t *c, uint64_t *seed)
         }
     }
     if (c->op == OP_ROTATE) pick_rotation(r, c);
+    if (c->nsections > 0) pick_section_counts(r, c); /* after the rotary width */
     if (explicit_freq) { /* after the positions: their reach */
         pick_freq(r, c, seed);
         p->freq = c->freq;
@@ -386,7 +441,9 @@ static size_t input_bytes(const call_t *c, int input)
 {
     const sinpe_plan *p = &c->plan;
     switch (input) {
-    case IN_POSITIONS: return p->ints != NULL || p->reals != NULL ? (size_t)c->rows * 8 : 0;
+    case IN_POSITIONS:
+        return p->ints != NULL || p->reals != NULL ? (size_t)c->rows * 8 * (size_t)(c->nsections > 0 ? c->nsections : 1)
+                                                   : 0;
     case IN_PADDING: return p->padding != NULL ? (size_t)c->rows : 0;
     default: return p->freq != NULL ? (size_t)c->nfreq * 8 : 0;
     }
@@ -509,7 +566,7 @@ static void break_call(reader *r, call_t *c)
     sinpe_plan *p = &c->plan;
     target *tg = &c->tg[below(r, (unsigned)c->ntargets)];
     const int axis = (int)below(r, (unsigned)tg->lay.ndim), grid = c->op == OP_GRID;
-    switch (below(r, 13)) {
+    switch (below(r, 14)) {
     case 0: c->null_plan = 1; break;
     case 1: c->out = NULL; break;
     case 2: c->out2 = c->out2 != NULL ? NULL : &c->tg[0].view; break;
@@ -560,6 +617,25 @@ static void break_call(reader *r, call_t *c)
             }
         }
         break;
+    case 13: /* sections where they cannot be, or of a broken form */
+        switch (below(r, 5)) {
+        case 0: /* on a table, an add or a grid; on given caches, range positions or padding */
+            if (c->op == OP_ROTATE ? p->cos_cache == NULL && p->pos_axis < 0 && p->padding == NULL
+                                   : c->op == OP_ROPE && p->pos_axis < 0 && p->padding == NULL) {
+                p->pos_axis = c->nrow > 0 ? 0 : 1;
+            }
+            c->sections[0] = c->d / 2;
+            p->sections = c->sections, p->nsections = 1;
+            break;
+        case 1: p->nsections = 0, p->sections = c->sections; break;
+        case 2: p->nsections = below(r, 2) ? SINPE_MAX_SECTIONS + 1 : -1, p->sections = c->sections; break;
+        case 3: p->nsections = 1 + (int)below(r, 3), p->sections = NULL; break;
+        default:
+            p->nsections = p->nsections > 0 ? p->nsections : 1, p->sections = c->sections;
+            p->sections_layout = (sinpe_sections_layout)(below(r, 2) ? 2 : -1);
+            break;
+        }
+        break;
     default: /* the huge axis: 2**25 + 2 positions along it, or a grid axis of 2**24 + 2, at stride 0
               * (not with padding: that holds one flag per row, and may be read before the positions) */
         if (grid || (c->pos_mode == POS_RANGE && p->padding == NULL)) {
@@ -593,6 +669,7 @@ static void call_free(call_t *c)
     free(c->freq);
     free(c->cache[0]);
     free(c->cache[1]);
+    free(c->section_of);
     for (int g = 0; g < c->ngroups; ++g) free(c->w[g]);
 }
 
@@ -621,6 +698,11 @@ static void describe(const call_t *c, int expect)
     if (p->rotate) {
         SAY(", rotary_dim %td exact %d inverse %d%s%s", p->rotary_dim, p->exact, p->inverse,
             p->source != NULL ? ", from a source" : "", p->cos_cache != NULL ? ", given caches" : "");
+    }
+    if (p->nsections != 0 || p->sections != NULL) {
+        SAY(", %d sections%s %s", p->nsections, p->sections == NULL ? " (NULL)" : "",
+            p->sections_layout == SINPE_SECTIONS_CONTIGUOUS ? "contiguous" : p->sections_layout == SINPE_SECTIONS_INTERLEAVED ? "interleaved" : "(unknown layout)");
+        for (int k = 0; p->sections != NULL && k < c->sections_count && k < 8; ++k) SAY(" %td", c->sections[k]);
     }
     if (c->op == OP_GRID) {
         SAY(", split/order");
@@ -686,6 +768,10 @@ static void check_call(call_t *c, reader *r, int expect, int status)
             const int given = c->plan.cos_cache != NULL;
             if (given || rotation_caches(c, r, caches) == SINPE_OK) {
                 check_rotation(c, caches);
+                if (c->plan.nsections > 0) {
+                    const result_t s = {c, caches};
+                    identity_sections(c, r, &s, rotary_width(c));
+                }
                 for (int t = 0; !given && t < 2; ++t) free(caches[t].data);
             }
             identity_rotate(c, r);
@@ -714,6 +800,7 @@ static void check_call(call_t *c, reader *r, int expect, int status)
     }
     if (!stopped && (!c->plan.add || have)) {
         if (c->op == OP_GRID) identity_grid(c, r, &s);
+        else if (c->op == OP_ROPE && c->plan.nsections > 0) identity_sections(c, r, &s, c->d);
         else if (c->op == OP_ROPE) identity_rope(c, r, &s);
         else identity_table(c, r, &s);
     }
@@ -821,10 +908,11 @@ int main(int argc, char **argv)
     printf("fuzz_kernels: %ld random inputs in %.0f s, no failure: %ld valid calls (%ld empty, %ld cancelled, %ld "
            "out of memory), %ld invalid, %ld where either was allowed; %ld valid with inputs inside an output (%ld "
            "over its elements) equal to private copies, %ld invalid; %ld elements within bounds, %ld the one rounding of float64, %ld add "
-           "elements and %ld rotation elements bit for bit, %ld bit-identical in second calls\n",
+           "elements and %ld rotation elements bit for bit, %ld bit-identical in second calls (%ld calls with sections "
+           "against one section's positions alone)\n",
            runs, seconds, stats.valid, stats.empty, stats.cancelled, stats.nomem, stats.invalid, stats.either,
            stats.aliased, stats.aliased_over, stats.aliased_invalid, stats.bounded, stats.rounded, stats.added,
-           stats.rotated, stats.identical);
+           stats.rotated, stats.identical, stats.sections);
     return 0;
 }
 #endif

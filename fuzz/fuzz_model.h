@@ -61,6 +61,14 @@ typedef struct {
     home_t home[NINPUTS];
     int threads, use_cancel;
     cancel_state cancel;
+    /* sections (multi-axis RoPE): S rows of positions per row (ints and
+     * reals hold S * rows values, section-major), the counts as chosen
+     * (sections_count of them: the plan may be given another number) and
+     * the model's section of each pair (model_prepare) */
+    int nsections;
+    ptrdiff_t sections[SINPE_MAX_SECTIONS + 2];
+    int sections_count;
+    unsigned char *section_of;
     /* rotations: out of place (the source is target 1), given caches (cos
      * and sin: dense native arrays of out's dtype, viewed with out's shape and
      * zero strides on the broadcast axes) */
@@ -134,6 +142,30 @@ static ptrdiff_t rotary_width(const call_t *c)
     return c->plan.rotary_dim == 0 ? c->d : c->plan.rotary_dim;
 }
 
+/* The frequency pairs sections share: a rotation's r / 2, the caches' d / 2. */
+static ptrdiff_t section_pairs(const call_t *c)
+{
+    return (c->op == OP_ROTATE ? rotary_width(c) : c->d) / 2;
+}
+
+/* sinpe.h's rule, written out pair by pair: the section of pair k of m
+ * (contiguous: runs of sections[s] in order; interleaved: s >= 1 when
+ * k % S == s and k < S * sections[s], else 0).  count[s]: how many each
+ * section gets (the interleaved rule can give fewer than asked). */
+static int section_rule(const ptrdiff_t *sections, int S, int interleaved, ptrdiff_t k)
+{
+    if (!interleaved) {
+        ptrdiff_t end = 0;
+        for (int s = 0; s < S; ++s) {
+            end += sections[s];
+            if (k < end) return s;
+        }
+        return -1; /* past the counts' sum */
+    }
+    const int s = (int)(k % S);
+    return s >= 1 && (double)k < (double)S * (double)sections[s] ? s : 0;
+}
+
 static ptrdiff_t grid_width(const call_t *c, int g)
 {
     return c->split[c->order[g]];
@@ -158,6 +190,14 @@ static void model_prepare(call_t *c)
         }
     }
     const int interleaved = p->layout == SINPE_INTERLEAVED;
+    if (p->nsections > 0) { /* a valid call's: its counts are the chosen ones */
+        const ptrdiff_t m = section_pairs(c);
+        c->section_of = checked_malloc((size_t)(m > 0 ? m : 1));
+        for (ptrdiff_t k = 0; k < m; ++k) {
+            c->section_of[k] = (unsigned char)section_rule(p->sections, p->nsections,
+                                                           p->sections_layout == SINPE_SECTIONS_INTERLEAVED, k);
+        }
+    }
     for (int t = 0; t < c->ntargets; ++t) {
         c->role[t] = checked_malloc((size_t)c->d);
         c->group[t] = checked_malloc(sizeof(int) * (size_t)c->d);
@@ -207,17 +247,25 @@ static ptrdiff_t row_flat(const call_t *c, const ptrdiff_t *index)
     return flat;
 }
 
-/* The position of row f (index: its row index) for column group g, as a
- * double: integers up to 2**24 are exact, so the kernel's integer path and
- * libm's angle x * w are the same numbers. */
+/* The position of row f (index: its row index) for column group g (a
+ * grid's axis), or section g (sections), as a double: integers up to 2**24
+ * are exact, so the kernel's integer path and libm's angle x * w are the
+ * same numbers. */
 static double position_of(const call_t *c, ptrdiff_t f, const ptrdiff_t *index, int g)
 {
     switch (c->pos_mode) {
     case POS_RANGE: return (double)c->plan.offset + (double)index[c->plan.pos_axis];
-    case POS_INTS: return (double)c->ints[f];
-    case POS_REALS: return c->reals[f];
+    case POS_INTS: return (double)c->ints[(ptrdiff_t)g * c->rows + f];
+    case POS_REALS: return c->reals[(ptrdiff_t)g * c->rows + f];
     default: return (double)index[c->order[g]];
     }
+}
+
+/* What position_of wants for column j of target t: its grid axis, or the
+ * section of its pair. */
+static int position_group(const call_t *c, int t, ptrdiff_t j)
+{
+    return c->plan.nsections > 0 ? c->section_of[c->pair[t][j]] : c->group[t][j];
 }
 
 static int padded(const call_t *c, ptrdiff_t f)
@@ -249,7 +297,7 @@ static double reference(const call_t *c, int t, ptrdiff_t f, const ptrdiff_t *in
     const int role = c->role[t][j], g = c->group[t][j];
     *err = 0.0;
     if (role == ROLE_ZERO || padded(c, f)) return 0.0;
-    const double x = position_of(c, f, index, g), w = c->w[g][c->pair[t][j]];
+    const double x = position_of(c, f, index, position_group(c, t, j)), w = c->w[g][c->pair[t][j]];
     *err = value_error(x, w);
     const double v = role == ROLE_SIN ? sin(x * w) : cos(x * w);
     if (!c->plan.rope || c->plan.scale == 1.0) return v;
@@ -396,6 +444,42 @@ static int rotation_structure_ok(const call_t *c)
                             : (p->ints == NULL) != (p->reals == NULL);
 }
 
+/* Sections' structure (sinpe.h): none (NULL counts), or 1 to
+ * SINPE_MAX_SECTIONS counts >= 0 of a known layout, for RoPE caches or a
+ * rotation by its own caches at explicit positions without padding. */
+static int sections_structure_ok(const sinpe_plan *p)
+{
+    if (p->nsections == 0) return p->sections == NULL;
+    if (p->nsections < 1 || p->nsections > SINPE_MAX_SECTIONS || p->sections == NULL ||
+        (p->sections_layout != SINPE_SECTIONS_CONTIGUOUS && p->sections_layout != SINPE_SECTIONS_INTERLEAVED) ||
+        !(p->rope || (p->rotate && p->cos_cache == NULL)) || p->add || p->split != NULL || p->pos_axis >= 0 ||
+        p->padding != NULL) {
+        return 0;
+    }
+    for (int s = 0; s < p->nsections; ++s) {
+        if (p->sections[s] < 0) return 0;
+    }
+    return 1;
+}
+
+/* The counts for m pairs: their sum is m, and (interleaved) the rule gives
+ * each section its count. */
+static int sections_counts_ok(const sinpe_plan *p, ptrdiff_t m)
+{
+    if (p->nsections == 0) return 1;
+    double total = 0.0;
+    for (int s = 0; s < p->nsections; ++s) total += (double)p->sections[s];
+    if (total != (double)m) return 0;
+    ptrdiff_t got[SINPE_MAX_SECTIONS] = {0};
+    for (ptrdiff_t k = 0; k < m; ++k) {
+        ++got[section_rule(p->sections, p->nsections, p->sections_layout == SINPE_SECTIONS_INTERLEAVED, k)];
+    }
+    for (int s = 0; s < p->nsections; ++s) {
+        if (got[s] != p->sections[s]) return 0;
+    }
+    return 1;
+}
+
 /* Structure: the views, out2 present exactly for RoPE with out's shape,
  * the layout, and how the positions are given.  These fail even for an
  * empty output. */
@@ -403,7 +487,7 @@ static int structure_ok(const call_t *c)
 {
     const sinpe_plan *p = &c->plan;
     const sinpe_array *out = c->out, *out2 = c->out2;
-    if (c->null_plan || !view_ok(out)) return 0;
+    if (c->null_plan || !view_ok(out) || !sections_structure_ok(p)) return 0;
     if (p->rotate) return rotation_structure_ok(c);
     if ((p->rope != 0) != (out2 != NULL)) return 0;
     if (out2 != NULL) {
@@ -420,7 +504,7 @@ static int structure_ok(const call_t *c)
 }
 
 /* Positions in range (padded rows too; `length` rows along the axis of
- * range positions); *most: the largest |position|. */
+ * range positions; every section's); *most: the largest |position|. */
 static int positions_ok(const call_t *c, ptrdiff_t length, double *most)
 {
     const int64_t bound = SINPE_MAX_POSITION;
@@ -431,7 +515,7 @@ static int positions_ok(const call_t *c, ptrdiff_t length, double *most)
         *most = fabs((double)lo) > fabs((double)(lo + length - 1)) ? fabs((double)lo) : fabs((double)(lo + length - 1));
         return 1;
     }
-    for (ptrdiff_t f = 0; f < c->rows; ++f) {
+    for (ptrdiff_t f = 0; f < c->rows * (c->nsections > 0 ? c->nsections : 1); ++f) {
         const double x = c->pos_mode == POS_INTS ? (double)c->ints[f] : c->reals[f];
         if (c->pos_mode == POS_INTS ? c->ints[f] < -bound || c->ints[f] > bound : !(fabs(x) <= (double)bound)) return 0;
         *most = fabs(x) > *most ? fabs(x) : *most;
@@ -495,6 +579,7 @@ static int rotation_columns_expect(const call_t *c)
                         : !(p->n >= SINPE_MIN_BASE && p->n <= SINPE_MAX_BASE) || p->schedule != SINPE_PAPER) {
         return EXPECT_INVALID;
     }
+    if (!sections_counts_ok(p, r / 2)) return EXPECT_INVALID;
     double most;
     if (!positions_ok(c, p->pos_axis >= 0 ? c->out->shape[p->pos_axis] : 0, &most)) return EXPECT_INVALID;
     return p->freq != NULL ? freq_expect(c->freq, c->nfreq, most) : EXPECT_OK;
@@ -522,6 +607,7 @@ static int columns_expect(const call_t *c)
         return EXPECT_INVALID;
     }
     if (p->split != NULL && !grid_ok(c)) return EXPECT_INVALID;
+    if (p->rope && !sections_counts_ok(p, d / 2)) return EXPECT_INVALID;
     if (c->out->data == NULL || (c->out2 != NULL && c->out2->data == NULL)) return EXPECT_INVALID;
     if (p->split != NULL) return EXPECT_OK; /* schedules only: every angle <= 2**24 + 32 */
     double most;

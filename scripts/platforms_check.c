@@ -89,6 +89,8 @@ typedef struct {
     int order_rev;      /* grids: the axes' columns in reverse order */
     ptrdiff_t rotary_dim; /* rotations: the rotated columns (0: all) */
     int exact, inverse;   /* rotations: one rounding from double; the transpose */
+    ptrdiff_t sections[4]; /* RoPE caches, rotations: counts of pairs (0 ends them) */
+    int interleave;        /* sections: SINPE_SECTIONS_INTERLEAVED */
 } spec;
 
 #define M24 ((int64_t)1 << 24)
@@ -190,6 +192,26 @@ static const spec cases[] = {
     {"rotate-f32-swapped-strided", ROTATE, SINPE_FLOAT32, {30}, 64, .swap = 1, .step = 2},
     {"rotate-f32-threads-heads", ROTATE, SINPE_FLOAT32, {8, 400}, 128, .axis = 1,
      .layout = SINPE_CONCATENATED},
+    /* sections (multi-axis RoPE): caches and rotations, contiguous and
+     * interleaved, text rows (every section alike) and image rows, far and
+     * non-integral positions, several threads */
+    {"rope-f32-sections", ROPE, SINPE_FLOAT32, {50}, 64, .pos = INTS, .offset = 77,
+     .sections = {10, 11, 11}},
+    {"rope-bf16-sections-interleaved-reals", ROPE, SINPE_BFLOAT16, {50}, 64, .pos = REALS,
+     .layout = SINPE_CONCATENATED, .sections = {12, 10, 10}, .interleave = 1},
+    {"rope-f32-sections-threads", ROPE, SINPE_FLOAT32, {1000}, 128, .pos = INTS, .offset = 500,
+     .sections = {16, 16, 16, 16}, .interleave = 1},
+    {"rotate-f32-sections", ROTATE, SINPE_FLOAT32, {3, 40}, 128, .pos = INTS, .offset = 40,
+     .layout = SINPE_CONCATENATED, .sections = {16, 24, 24}},
+    {"rotate-f16-sections-interleaved-exact", ROTATE, SINPE_FLOAT16, {40}, 64, .pos = INTS,
+     .offset = M24 - 100, .exact = 1, .sections = {12, 10, 10}, .interleave = 1},
+    {"rotate-bf16-sections-partial-scale-inverse", ROTATE, SINPE_BFLOAT16, {40}, 80,
+     .pos = INTS, .rotary_dim = 48, .scale = 0.7, .inverse = 1, .layout = SINPE_CONCATENATED,
+     .sections = {8, 8, 8}},
+    {"rotate-f64-sections-axial-freq-reals", ROTATE, SINPE_FLOAT64, {40}, 64, .pos = REALS,
+     .freq = 1, .offset = -300, .layout = SINPE_CONCATENATED, .sections = {16, 16}},
+    {"rotate-f32-sections-threads", ROTATE, SINPE_FLOAT32, {8, 400}, 128, .pos = INTS,
+     .offset = 1000, .layout = SINPE_CONCATENATED, .sections = {16, 24, 24}},
     /* grids */
     {"grid-f32", GRID, SINPE_FLOAT32, {8, 9}, 64, .split0 = 32},
     {"grid-f64-order", GRID, SINPE_FLOAT64, {8, 9}, 64, .split0 = 20, .order_rev = 1},
@@ -233,6 +255,7 @@ typedef struct {
     unsigned char *pad;
     ptrdiff_t split[3];
     int order[3];
+    ptrdiff_t sections[4];
 } call_t;
 
 static void call_make(call_t *c, const spec *s)
@@ -305,14 +328,30 @@ static void call_make(call_t *c, const spec *s)
     }
     p->pos_axis = s->pos == AT_AXIS ? s->axis : -1;
     p->offset = s->offset;
+    int sections = 0;
+    while (sections < 4 && s->sections[sections] > 0) c->sections[sections] = s->sections[sections], ++sections;
+    if (sections > 0) {
+        p->sections = c->sections;
+        p->nsections = sections;
+        p->sections_layout = s->interleave ? SINPE_SECTIONS_INTERLEAVED : SINPE_SECTIONS_CONTIGUOUS;
+    }
+    /* with sections, one row of positions per section: every third row a
+     * text token's (each section the first's), the others an image
+     * patch's (the first's plus a few, different in each section) */
+    const ptrdiff_t values = rows * (sections > 0 ? sections : 1);
     if (s->pos == INTS) { /* a jumble around the offset, down to offset - 30 */
-        c->ints = xmalloc((size_t)rows * sizeof(int64_t));
-        for (ptrdiff_t i = 0; i < rows; ++i) c->ints[i] = s->offset + (i * 37) % 61 - 30;
+        c->ints = xmalloc((size_t)values * sizeof(int64_t));
+        for (ptrdiff_t v = 0; v < values; ++v) {
+            const ptrdiff_t i = v % rows, a = v / rows;
+            c->ints[v] = s->offset + (i * 37) % 61 - 30 + (i % 3 == 0 ? 0 : a * (i % 7));
+        }
         p->ints = c->ints;
     } else if (s->pos == REALS) { /* quarter steps, some integral (the integer path), and thirds */
-        c->reals = xmalloc((size_t)rows * sizeof(double));
-        for (ptrdiff_t i = 0; i < rows; ++i) {
-            c->reals[i] = (double)s->offset + (i % 3 == 2 ? (double)i / 3.0 : 0.25 * (double)(i * 7 % 41) - 2.0);
+        c->reals = xmalloc((size_t)values * sizeof(double));
+        for (ptrdiff_t v = 0; v < values; ++v) {
+            const ptrdiff_t i = v % rows, a = v / rows;
+            c->reals[v] = (double)s->offset + (i % 3 == 2 ? (double)i / 3.0 : 0.25 * (double)(i * 7 % 41) - 2.0) +
+                          (i % 3 == 0 ? 0.0 : 0.5 * (double)(a * (i % 5)));
         }
         p->reals = c->reals;
     }

@@ -25,6 +25,7 @@ _ArrayT = TypeVar("_ArrayT", bound=np.ndarray[Any, Any])
 _Layout: TypeAlias = Literal["interleaved", "concatenated"]
 _GridLayout: TypeAlias = Literal["interleaved", "concatenated", "sines_first"]
 _Schedule: TypeAlias = Literal["paper", "fairseq"]
+_SectionsLayout: TypeAlias = Literal["contiguous", "interleaved"]
 
 _Float16Spelling: TypeAlias = (
     type[np.float16] | np.dtype[np.float16] | Literal["float16", "f2", "half", "e"]
@@ -141,6 +142,8 @@ def rope(
     layout: _Layout = "concatenated",
     freq: ArrayLike | None = None,
     scale: float = 1.0,
+    sections: Sequence[int] | None = None,
+    sections_layout: _SectionsLayout | None = "contiguous",
 ) -> tuple[NDArray[np.floating[Any]], NDArray[np.floating[Any]]]: ...
 def rope_(
     x: _ArrayT,
@@ -154,6 +157,8 @@ def rope_(
     rotary_dim: int | None = None,
     scale: float = 1.0,
     exact: bool = False,
+    sections: Sequence[int] | None = None,
+    sections_layout: _SectionsLayout | None = "contiguous",
 ) -> _ArrayT: ...
 # sinpe.torch's rotations: rope_ of source into out (out None: checks only), and
 # out = source * cos + rotate_half(source) * sin with the caches given.
@@ -171,6 +176,8 @@ def _rope_into(
     scale: float = 1.0,
     exact: bool = False,
     inverse: bool = False,
+    sections: Sequence[int] | None = None,
+    sections_layout: _SectionsLayout | None = "contiguous",
 ) -> _ArrayT | None: ...
 def _rotate_by(
     out: _ArrayT,

@@ -34,6 +34,13 @@ def _host_array(value: object, name: str) -> object:
     return value
 
 
+def _host_sections(sections: object) -> object:
+    """``sections`` as sinpe reads it: a tensor's values as a list."""
+    if isinstance(sections, torch.Tensor):
+        return sections.tolist()
+    return sections
+
+
 def _check_rotatable(tensor: object, name: str) -> None:
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
@@ -48,11 +55,12 @@ class _Rotation:
     ``positions`` and ``freq``: what :func:`rope_` and :class:`_Rope` share."""
 
     __slots__ = ("n", "offset", "axis", "positions", "layout", "freq", "rotary_dim", "scale",
-                 "exact")
+                 "exact", "sections", "sections_layout")
 
     def __init__(self, n: Optional[float], offset: Optional[int], axis: Optional[int],
                  positions: object, layout: str, freq: object, rotary_dim: Optional[int],
-                 scale: float, exact: bool) -> None:
+                 scale: float, exact: bool, sections: object = None,
+                 sections_layout: Optional[str] = None) -> None:
         self.n = n
         self.offset = offset
         self.axis = axis
@@ -62,6 +70,8 @@ class _Rotation:
         self.rotary_dim = rotary_dim
         self.scale = scale
         self.exact = exact
+        self.sections = _host_sections(sections)
+        self.sections_layout = sections_layout
 
     def kwargs(self) -> dict[str, Any]:
         """The keywords sinpe takes, only those given (its defaults and exclusions apply)."""
@@ -77,6 +87,16 @@ class _Rotation:
             given["offset"] = self.offset
         if self.axis is not None:
             given["axis"] = self.axis
+        given.update(self.section_kwargs())
+        return given
+
+    def section_kwargs(self) -> dict[str, Any]:
+        """``sections``/``sections_layout``, only those given."""
+        given: dict[str, Any] = {}
+        if self.sections is not None:
+            given["sections"] = self.sections
+        if self.sections_layout is not None:
+            given["sections_layout"] = self.sections_layout
         return given
 
     def check(self, tensor: torch.Tensor) -> None:
@@ -127,10 +147,12 @@ class _Rotation:
             cos, sin = sinpe.rope(tensor.shape[axis], width, offset=offset, **common)
             shape = [1] * ndim
             shape[axis], shape[-1] = tensor.shape[axis], width
-        else:
+        else:  # with sections, positions lead with one row per section
             positions = np.asarray(self.positions)
-            cos, sin = sinpe.rope(None, width, positions=positions, **common)
-            shape = [1] * (ndim - 1 - positions.ndim) + list(positions.shape) + [width]
+            cos, sin = sinpe.rope(None, width, positions=positions, **common,
+                                  **self.section_kwargs())
+            rows = list(cos.shape[:-1])
+            shape = [1] * (ndim - 1 - len(rows)) + rows + [width]
         scale = float(self.scale)
         return (cos * scale).reshape(shape), (sin * scale).reshape(shape)
 
@@ -200,6 +222,8 @@ def rope_(
     rotary_dim: Optional[int] = None,
     scale: float = 1.0,
     exact: bool = False,
+    sections: object = None,
+    sections_layout: Optional[str] = None,
 ) -> torch.Tensor:
     """Apply rotary position embeddings to ``tensor`` in place: ``sinpe.rope_`` for PyTorch.
 
@@ -208,7 +232,11 @@ def rope_(
     to 10000, ``offset`` to 0, ``axis`` to -2; ``positions`` and ``freq`` may be
     tensors): positions run along ``axis`` or come from ``positions``, which
     broadcast against ``tensor.shape[:-1]`` (HF's ``position_ids[:, None, :]``
-    for ``(B, H, L, D)``).  ``tensor`` afterwards holds exactly the bits of
+    for ``(B, H, L, D)``).  With ``sections`` (multi-axis RoPE: Qwen2-VL's
+    ``mrope_section``, ``sections_layout="interleaved"`` for Qwen3-VL) the
+    positions lead with one row per section (``position_ids`` of shape
+    ``(3, B, L)`` as ``position_ids[:, :, None, :]``) and each frequency pair
+    takes its section's position.  ``tensor`` afterwards holds exactly the bits of
     torch's ``t * C + rotate_half(t) * S``, ``C, S`` being sinpe's float64
     caches times ``scale`` rounded once to ``tensor.dtype`` (float16/bfloat16
     in torch's arithmetic: each operation in float32, rounded to the type);
@@ -256,6 +284,10 @@ def rope_(
             given["scale"] = scale
         if exact is not False:
             given["exact"] = exact
+        if sections is not None:
+            given["sections"] = _host_sections(sections)
+        if sections_layout is not None:
+            given["sections_layout"] = sections_layout
         view = tensor.numpy() if tensor.dtype in _NUMPY_DTYPES else _base._kernel_view(tensor)
         sinpe.rope_(view, **given)
         torch.autograd.graph.increment_version(tensor)
@@ -267,7 +299,8 @@ def rope_(
             f"tensor has elements that share memory (shape {list(tensor.shape)}, strides "
             f"{list(tensor.stride())}, as from expand); writing it in place is ambiguous"
         )
-    rotation = _Rotation(n, offset, axis, positions, layout, freq, rotary_dim, scale, exact)
+    rotation = _Rotation(n, offset, axis, positions, layout, freq, rotary_dim, scale, exact,
+                         sections, sections_layout)
     rotation.run(None, tensor, False)
     return tensor
 
@@ -309,6 +342,8 @@ def rope(
     rotary_dim: Optional[int] = None,
     scale: float = 1.0,
     exact: bool = False,
+    sections: object = None,
+    sections_layout: Optional[str] = None,
 ) -> torch.Tensor:
     """Rotary position embeddings out of place and differentiable: a new tensor.
 
@@ -317,7 +352,7 @@ def rope(
     rotation by the negated angles (the transpose of the forward one, ``scale``
     included), by the same kernel on the CPU, so training works and
     ``torch.autograd.gradcheck`` passes; higher derivatives too.  ``positions``
-    and ``freq`` are constants (no gradient).
+    and ``freq`` are constants (no gradient); ``sections`` as in :func:`rope_`.
 
     >>> import torch, sinpe.torch
     >>> q = torch.randn(2, 4, 8, 16, dtype=torch.float64, requires_grad=True)
@@ -327,7 +362,8 @@ def rope(
     True
     """
     _rotation_checks(tensor, "tensor")
-    rotation = _Rotation(n, offset, axis, positions, layout, freq, rotary_dim, scale, exact)
+    rotation = _Rotation(n, offset, axis, positions, layout, freq, rotary_dim, scale, exact,
+                         sections, sections_layout)
     rotation.check(tensor)
     out: torch.Tensor = _Rope.apply(tensor, rotation, False)  # type: ignore[no-untyped-call]
     return out

@@ -28,7 +28,11 @@ on query-shaped tensors against the in-place pass over the same tensor
 (``t.mul_(1.0)``, timed in alternation), ``exact=True``, and HF's
 ``apply_rotary_pos_emb`` with HF's ``rotary_emb`` (``LlamaRotaryEmbedding``,
 when transformers is installed), on one thread and then on all threads
-(sinpe's and torch's alike); then ``sinpe.torch.RotaryEmbedding`` against
+(sinpe's and torch's alike); then multi-axis RoPE: ``rope_`` with three
+sections (Qwen2-VL's time, height and width ids of text and an image;
+Qwen3-VL's interleaved sections) against the single-axis ``rope_`` of the same
+tensor, at range positions (``offset=``) and at explicit ones
+(``positions=``); then ``sinpe.torch.RotaryEmbedding`` against
 transformers' ``LlamaRotaryEmbedding``, forward alone, for a decoding step and a
 2048-token prefill (sinpe/_bench_rotary.py); and a small Llama's forward (a
 prefill and a decoding step) unpatched and under ``sinpe.torch.patch``
@@ -335,6 +339,85 @@ def _hf_rotation(shape: Sequence[int], axis: int, offset: int, dtype: Any
             "sinpe_apply": lambda: st.apply_rotary_pos_emb(q, key, cos, sin)}
 
 
+# multi-axis RoPE: (shape, dtype); a prefill of text around an image, and a decoding step
+SECTION_CASES = [((1, 28, 2048, 128), "float32"), ((1, 28, 2048, 128), "bfloat16"),
+                 ((1, 28, 1, 128), "float32")]
+
+
+def _qwen2vl_ids(length: int, torch: Any) -> Any:
+    """(3, 1, length) time, height and width ids as Qwen2-VL makes them: 64 text
+    tokens, a 32 x 32 image (time fixed, height and width over the grid), text
+    after it from the largest id + 1; one token alone: a decoding step at 2047."""
+    if length == 1:
+        return torch.full((3, 1, 1), 2047)
+    t = torch.cat([torch.arange(64), torch.full((1024,), 64)])
+    h = torch.cat([torch.arange(64), 64 + torch.arange(32).repeat_interleave(32)])
+    w = torch.cat([torch.arange(64), 64 + torch.arange(32).repeat(32)])
+    after = 96 + torch.arange(length - 1088)
+    return torch.stack([torch.cat([a, after]) for a in (t, h, w)])[:, None, :]
+
+
+def _section_cases(quick: bool) -> List[Dict[str, Any]]:
+    """rope_ with sections against the single-axis rope_ of the same tensor, blocks
+    taken in turn, on one thread and all: offset= (range positions), positions=
+    (explicit, the text ids: the same work per token as one section), three
+    contiguous sections (16, 24, 24) and Qwen3-VL's interleaved (24, 20, 20)."""
+    import torch
+
+    import sinpe.torch as st
+
+    results = []
+    all_threads = sinpe.get_num_threads()
+    try:
+        for threads in sorted({1, all_threads}):
+            sinpe.set_num_threads(threads)
+            for shape, dtype_name in SECTION_CASES:
+                t = torch.randn(shape).to(getattr(torch, dtype_name))
+                length = shape[2]
+                ids = _qwen2vl_ids(length, torch)[:, :, None, :]  # over the heads
+                single = ids[0]
+                offset = 2047 if length == 1 else 0
+                rounds, seconds = (7, 1.0) if quick else (15, 4.0)
+                times = blocks_in_turn({
+                    "offset": lambda: st.rope_(t, offset=offset),
+                    "positions": lambda: st.rope_(t, positions=single),
+                    "sections": lambda: st.rope_(t, positions=ids, sections=(16, 24, 24)),
+                    "interleaved": lambda: st.rope_(t, positions=ids, sections=(24, 20, 20),
+                                                    sections_layout="interleaved"),
+                }, rounds, seconds)
+                results.append({"case": f"rope_ {tuple(shape)} {dtype_name}",
+                                "threads": threads, "times": times})
+    finally:
+        sinpe.set_num_threads(all_threads)
+    return results
+
+
+def _print_sections(results: List[Dict[str, Any]], file: Any) -> None:
+    print("\nmulti-axis RoPE: rope_ with three sections (Qwen2-VL's contiguous (16, 24, 24), "
+          "Qwen3-VL's interleaved (24, 20, 20)) against the single-axis rope_ of the same "
+          "tensor at offset= and at positions=; medians of blocks taken in turn", file=file)
+    rows = [["case", "threads", "offset=", "positions=", "3 sections", "/positions", "/offset",
+             "interleaved", "/positions", "/offset"]]
+    for r in results:
+        t = r["times"]
+        rows.append([r["case"], str(r["threads"]), _format_time(t["offset"]),
+                     _format_time(t["positions"]), _format_time(t["sections"]),
+                     f"{t['sections'] / t['positions']:.2f}x",
+                     f"{t['sections'] / t['offset']:.2f}x",
+                     _format_time(t["interleaved"]),
+                     f"{t['interleaved'] / t['positions']:.2f}x",
+                     f"{t['interleaved'] / t['offset']:.2f}x"])
+    _print_rows(rows, file)
+
+
+def _print_rows(rows: List[List[str]], file: Any) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for n, row in enumerate(rows):
+        print(" | ".join(c.ljust(w) for c, w in zip(row, widths)), file=file)
+        if n == 0:
+            print("-+-".join("-" * w for w in widths), file=file)
+
+
 def _rope_cases(quick: bool) -> List[Dict[str, Any]]:
     import torch
 
@@ -390,11 +473,7 @@ def _print_rope(results: List[Dict[str, Any]], header: Dict[str, Any], file: Any
                      _format_time(hf_apply) if hf_apply else "-",
                      _format_time(apply) if apply else "-",
                      f"{hf_apply / apply:.1f}x" if hf_apply and apply else "-"])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for n, row in enumerate(rows):
-        print(" | ".join(c.ljust(w) for c, w in zip(row, widths)), file=file)
-        if n == 0:
-            print("-+-".join("-" * w for w in widths), file=file)
+    _print_rows(rows, file)
 
 
 def _print_variants(results: List[Dict[str, Any]], header: Dict[str, Any], file: Any) -> None:
@@ -409,11 +488,7 @@ def _print_variants(results: List[Dict[str, Any]], header: Dict[str, Any], file:
         t = r["times"]
         rows.append([r["case"], _format_time(t["variant"]), _format_time(t["default"]),
                      f"{r['variant_over_default']:.2f}x"])
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    for n, row in enumerate(rows):
-        print(" | ".join(c.ljust(w) for c, w in zip(row, widths)), file=file)
-        if n == 0:
-            print("-+-".join("-" * w for w in widths), file=file)
+    _print_rows(rows, file)
 
 
 def _format_time(seconds: float) -> str:
@@ -541,16 +616,18 @@ def _run(args: argparse.Namespace) -> int:
 
         load_before = _load_average()
         results = _rope_cases(args.quick)
+        sections = _section_cases(args.quick)
         modules = rotary_module_cases(args.quick, blocks_in_turn)
         models = patched_model_cases(args.quick, blocks_in_turn)
         header = _header(args, load_before, str(torch.__version__), "1 and all")
         _print_rope(results, header, sys.stdout)
+        _print_sections(sections, sys.stdout)
         print_rotary_module(modules, sys.stdout)
         print_patched(models, sys.stdout)
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"header": header, "results": results, "rotary_module": modules,
-                           "models": models}, f, indent=2)
+                json.dump({"header": header, "results": results, "sections": sections,
+                           "rotary_module": modules, "models": models}, f, indent=2)
         return 0
     if args.variants:
         load_before = _load_average()

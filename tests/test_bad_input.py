@@ -510,3 +510,69 @@ def test_add_positions_that_do_not_broadcast_is_value_error():
     assert_fails(ValueError, r"positions has shape \(3,\).*embeddings\.shape\[:-1\] = \(2, 4\)",
                  lambda: sinpe.add_(x, positions=np.arange(3)), x)
     assert_fails(ValueError, r"positions.*broadcast", lambda: sinpe.add_(x, positions=np.zeros((3, 1))), x)
+
+
+# ------------------------------------------------------------------ sections
+# rope_/rope with sections=: x is (2, L, 8) float32 (4 frequency pairs) and
+# positions (3, 2, L) unless the case says otherwise; nothing is written.
+SECTIONS_D = 8
+P3 = np.zeros((3, 2, L), np.int64)
+SECTIONS_ERRORS = [
+    (ValueError, dict(sections=(1, 2, 1)), r"sections need positions="),
+    (ValueError, dict(sections=(1, 2, 1), positions=P3[:2]),
+     exact("positions has shape (2, 2, 4); with sections=(1, 2, 1) it needs a leading axis of "
+           "length 3")),
+    (ValueError, dict(sections=(1, 2, 1), positions=np.zeros(L)), r"positions has shape \(4,\)"),
+    (ValueError, dict(sections=(1, 2, 1), positions=np.int64(3)), r"positions has shape \(\)"),
+    (ValueError, dict(sections=(1, 2, 2), positions=P3),
+     exact("sections=(1, 2, 2) count 5 frequency pairs in all; x.shape[-1] // 2 = 4")),
+    (ValueError, dict(sections=(1, 1), positions=P3[:2], rotary_dim=6),
+     exact("sections=(1, 1) count 2 frequency pairs in all; rotary_dim // 2 = 3")),
+    (ValueError, dict(sections=(-1, 3, 2), positions=P3), exact("sections[0]=-1")),
+    (ValueError, dict(sections=(), positions=P3), r"sections=\(\) must have 1 to 64 entries"),
+    (ValueError, dict(sections=(0,) * 65, positions=P3), r"1 to 64 entries"),
+    (ValueError, dict(sections=(2, 1, 1), positions=P3, sections_layout="diagonal"),
+     exact("sections_layout must be 'contiguous' or 'interleaved', got "
+           "sections_layout='diagonal'")),
+    (ValueError, dict(sections_layout="interleaved", positions=P3[0]),
+     exact("sections_layout is given without sections")),
+    (ValueError, dict(sections=(1, 2, 1), positions=P3, sections_layout="interleaved"),
+     exact("which gives section 1 1 pairs, not sections[1]=2")),
+    (ValueError, dict(sections=(1, 2, 1), positions=np.zeros((3, 3, L))),
+     r"each positions\[s\] has shape \(3, 4\), which does not broadcast against "
+     r"x\.shape\[:-1\] = \(2, 4\)"),
+    (ValueError, dict(sections=(1, 2, 1), positions=P3, offset=2), r"offset and positions"),
+    (ValueError, dict(sections=(2, 2), positions=np.full((2, 2, L), 2.0**24 + 1)),
+     r"positions.*16777217"),
+    (TypeError, dict(sections=4, positions=P3), r"sections must be a sequence of integers"),
+    (TypeError, dict(sections="112", positions=P3), r"sections must be a sequence of integers"),
+    (TypeError, dict(sections=(1.0, 2, 1), positions=P3), r"sections\[0\] must be an integer"),
+    (TypeError, dict(sections=(1, True, 2), positions=P3), r"sections\[1\] must be an integer"),
+    (TypeError, dict(sections=(2, 2), positions=P3[:2], sections_layout=1),
+     r"sections_layout must be a str"),
+    (OverflowError, dict(sections=(2**70, 1), positions=P3[:2]), exact(f"sections[0]={2**70}")),
+]
+
+
+@pytest.mark.parametrize("error,kwargs,pattern", SECTIONS_ERRORS)
+def test_rope_bad_sections_raise_before_anything_is_written(error, kwargs, pattern):
+    x = fresh_x(shape=(2, L, SECTIONS_D))
+    assert_fails(error, pattern, lambda: sinpe.rope_(x, **kwargs), x)
+    out = np.full_like(x, 7.0)
+    assert_fails(error, pattern, lambda: sinpe._core._rope_into(out, x.copy(), **kwargs), out)
+    assert_fails(error, pattern, lambda: sinpe._core._rope_into(None, x, **kwargs), x)
+
+
+@pytest.mark.parametrize("kwargs,pattern", [
+    (dict(L=3, sections=(1, 2, 1)), r"sections need L=None and positions="),
+    (dict(L=None, positions=P3[0], sections=(1, 2, 1)), r"positions has shape \(2, 4\)"),
+    (dict(L=None, positions=P3, sections=(1, 2, 2)), exact("d // 2 = 4")),
+    (dict(L=None, positions=P3, sections=(1, 2, 1), sections_layout="interleaved"),
+     r"interleaved"),
+    (dict(L=None, positions=P3[0], sections_layout="contiguous"), r"without sections"),
+])
+def test_rope_caches_bad_sections_are_value_errors(kwargs, pattern):
+    outs = (fresh_out(shape=(2, L, SECTIONS_D)), fresh_out(shape=(2, L, SECTIONS_D)))
+    rest = {k: v for k, v in kwargs.items() if k != "L"}
+    assert_fails(ValueError, pattern,
+                 lambda: sinpe.rope(kwargs["L"], SECTIONS_D, out=outs, **rest), *outs)

@@ -44,6 +44,9 @@ def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsy
         for label, _ in bench_rotary.CASES:
             for dtype in bench_rotary.DTYPES:
                 assert out.count(f"{label} {dtype} ") == len(threads), (label, out)
+    sections = out.split("multi-axis RoPE")[1]
+    for shape, dtype in bench.SECTION_CASES:
+        assert sections.count(f"rope_ {tuple(shape)} {dtype} ") == len(threads), (shape, out)
 
 
 def test_floor_script_times_every_loop_and_both_formulas_keep_the_float32_promise(tmp_path):

@@ -96,9 +96,9 @@ BLOCKS = python_blocks()
 
 def test_every_python_block_is_found():
     # the README's examples: intro, torch drop-in, deployment paths, tensors, out=, rotary
-    # embeddings (NumPy, torch, the HF patch), rope types in a transformers model,
-    # sinpe.torch.patch, plots, plots with ax=, show_config
-    assert sum(1 for p in BLOCKS if p.id.startswith("README.md")) == 13
+    # embeddings (NumPy, torch, the HF patch, multi-axis), rope types in a transformers
+    # model, sinpe.torch.patch, plots, plots with ax=, show_config
+    assert sum(1 for p in BLOCKS if p.id.startswith("README.md")) == 14
 
 
 @pytest.mark.parametrize("block", BLOCKS)

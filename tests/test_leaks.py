@@ -57,6 +57,10 @@ def entry_points():
     out32 = np.zeros_like(x32)
     positions = np.arange(40)[None, :] + np.array([[0], [100]])  # (2, 40): broadcast over nothing
     freq = np.full(32, 0.25)
+    # (3, 2, 40) time, height, width ids: three sections of the 32 pairs
+    p3 = np.stack([positions, positions // 5, positions % 5])
+    sections, bad_sections, float_sections = [8, 12, 12], [8, 12, 13], [8.0, 12, 12]
+    interleaved, qwen3 = "interleaved", (12, 10, 10)
     bad_n, bad_dtype, bad_shape_out = float("nan"), np.dtype(np.int16), np.empty((3, 5))
     points = [
         ("encode float32", lambda: sinpe.encode(40, 64, base, offset=offset, dtype=f32), [f32, base]),
@@ -95,6 +99,23 @@ def entry_points():
          [x32, freq]),
         ("rope_ read-only", fails(ValueError, lambda: sinpe.rope_(x_ro)), [x_ro]),
         ("rope_ int array", fails(TypeError, lambda: sinpe.rope_(x_int)), [x_int]),
+        ("rope_ sections", lambda: sinpe.rope_(x32, positions=p3, sections=sections), [x32, p3, sections]),
+        ("rope_ sections interleaved out of place, inverse",
+         lambda: sinpe._core._rope_into(out32, x32, positions=p3, sections=qwen3,
+                                        sections_layout=interleaved, inverse=True),
+         [out32, x32, p3, qwen3, interleaved]),
+        ("rope caches with sections", lambda: sinpe.rope(None, 64, positions=p3, sections=sections),
+         [p3, sections]),
+        ("rope_ sections not summing", fails(ValueError, lambda: sinpe.rope_(x32, positions=p3,
+                                                                           sections=bad_sections)),
+         [x32, p3, bad_sections]),
+        ("rope_ sections without positions", fails(ValueError, lambda: sinpe.rope_(x32, sections=sections)),
+         [x32, sections]),
+        ("rope_ sections wrong leading axis", fails(ValueError, lambda: sinpe.rope_(
+            x32, positions=positions, sections=sections)), [x32, positions, sections]),
+        ("rope_ sections of floats", fails(TypeError, lambda: sinpe.rope_(x32, positions=p3,
+                                                                        sections=float_sections)),
+         [x32, p3, float_sections]),
     ]
     if hasattr(sinpe, "set_num_threads"):
         threads = sinpe.get_num_threads()

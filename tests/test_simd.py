@@ -82,6 +82,24 @@ def outputs():
         out = np.empty_like(q)
         yield _core._rope_into(out, q, offset=4, inverse=True, scale=1.5)
         yield _core._rotate_by(np.empty_like(q), q, (q[:, :1] * 0.5).astype(dtype), q[:, :1])
+        # sections: time, height, width ids (an image's patches, text around them),
+        # contiguous and interleaved, both pair layouts, a spread and float position,
+        # scaled, exact, out of place, and the caches
+        ids = np.arange(70)
+        thw = np.stack([np.where(ids < 30, ids, 30), ids % 6 + 30, ids // 6 + 30])
+        thw[:, 50:] = np.arange(50, 70) + 10
+        thw[1, 0] = 2**24 - 2000  # far from the others: its section's spare row
+        thw = thw[:, None, None, :] + np.array([0, 1000])[None, :, None, None]  # (3, 2, 1, 70)
+        for layout in ("concatenated", "interleaved"):
+            yield sinpe.rope_(q.copy(), positions=thw, sections=(8, 8, 8), layout=layout)
+            yield sinpe.rope_(q.copy(), positions=thw, sections=(8, 8, 8), layout=layout,
+                              sections_layout="interleaved", exact=True, scale=0.5)
+            for cache in sinpe.rope(None, 48, positions=thw[:, :, 0] / 3, sections=(10, 7, 7),
+                                    sections_layout="interleaved", layout=layout, dtype=dtype):
+                yield cache
+        yield sinpe.rope_(swapped, positions=thw, sections=(4, 10, 10), rotary_dim=48)
+        yield _core._rope_into(np.empty_like(q), q, positions=thw[:2], sections=(12, 12),
+                               inverse=True, freq=np.tile(0.5 ** np.arange(12), 2))
 
 
 def fingerprint() -> str:

@@ -44,6 +44,10 @@ def jobs():
                                                     exact=True)),
         ("rope_ positions", lambda: sinpe.rope_(np.ones((2, 8, 400, 64)),
                                                 positions=np.arange(400)[::-1].copy())),
+        ("rope_ sections", lambda: sinpe.rope_(
+            np.ones((2, 8, 400, 64), np.float32),
+            positions=np.stack([np.arange(400), np.arange(400) // 20, np.arange(400) % 20]),
+            sections=(12, 10, 10), sections_layout="interleaved")),
     ]
 
 
@@ -78,7 +82,7 @@ def test_concurrent_calls_on_separate_arrays_match_serial():
     results = [[] for _ in range(THREADS)]
 
     def work(i):
-        order = jobs()[i % 10:] + jobs()[: i % 10]  # every thread in a different order
+        order = jobs()[i % len(serial):] + jobs()[: i % len(serial)]  # each in its own order
         for _ in range(ROUNDS):
             for name, job in order:
                 results[i].append((name, job()))
