@@ -334,6 +334,13 @@ static inline int sinpe_thread_start(sinpe_thread_fn fn)
     return 0;
 }
 
+/* Gives the core to another thread that is ready to run on it, if any
+ * (else returns at once). */
+static inline void sinpe_thread_yield(void)
+{
+    (void)SwitchToThread();
+}
+
 /* A monotonic clock, in nanoseconds (spin-waits). */
 static inline int64_t sinpe_now_ns(void)
 {
@@ -368,9 +375,7 @@ static inline void sinpe_at_fork(void (*prepare)(void), void (*parent)(void), vo
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__linux__)
 #include <sched.h>
-#endif
 typedef pthread_mutex_t sinpe_mutex;
 #define SINPE_MUTEX_INIT PTHREAD_MUTEX_INITIALIZER
 typedef pthread_cond_t sinpe_cond;
@@ -424,6 +429,13 @@ static inline int sinpe_thread_start(sinpe_thread_fn fn)
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return status == 0 ? 0 : -1;
+}
+
+/* Gives the core to another thread that is ready to run on it, if any
+ * (else returns at once). */
+static inline void sinpe_thread_yield(void)
+{
+    (void)sched_yield();
 }
 
 /* A monotonic clock, in nanoseconds (spin-waits). */

@@ -79,8 +79,39 @@ void sinpe_threads_set(int threads)
  * the next one (a loop of calls then finds it awake, as OpenMP's threads
  * are), and the caller for its helpers' last chunks.  Waking a sleeping
  * thread costs tens of microseconds on a VM, as much as a call of a few
- * hundred KB. */
+ * hundred KB.  A polling thread gives its core away every few microseconds
+ * (sinpe_thread_yield): to a helper the OS put beside its caller, or to
+ * another library's worker (torch's OpenMP pool) that needs the core for
+ * its next op; alone on its core it polls on. */
 #define SPIN_NS 200000
+#define POLLS_PER_YIELD 64
+
+/* Calls that would have been faster on one thread.  A helper that shares
+ * its core with another busy thread (torch's OpenMP workers spin for
+ * milliseconds after each op; any other process) runs in slices: when it is
+ * switched out holding a chunk, the caller waits for it, and the call can
+ * take longer than the caller alone would have.  Such a call (judged after
+ * it, by the caller's own pace) makes the next calls run on the caller alone
+ * for a while, SOLO_MIN_US at first, doubling while each retry is slower
+ * again, at most SOLO_MAX_US; a call that gains from its helpers ends it.
+ * The bits never depend on it. */
+#define SOLO_MIN_US 2000
+#define SOLO_MAX_US 128000
+/* in microseconds of sinpe_now_ns(), wrapping (a ptrdiff_t may have 32
+ * bits): compared by the sign of the difference, as windows are short */
+static sinpe_atomic solo_until = SINPE_ATOMIC_INIT(0);
+static sinpe_atomic solo_backoff = SINPE_ATOMIC_INIT(0);
+
+static ptrdiff_t microseconds(int64_t ns)
+{
+    return (ptrdiff_t)(size_t)(uint64_t)(ns / 1000);
+}
+
+/* Whether time `now` (microseconds) is at or past `until`. */
+static int reached(ptrdiff_t now, ptrdiff_t until)
+{
+    return (ptrdiff_t)((size_t)now - (size_t)until) >= 0;
+}
 
 /* The hot path (a job posted, seats taken, helpers leaving) is atomics; the
  * lock and condition variables serve only threads that stopped polling. */
@@ -110,8 +141,11 @@ static int spin_until(int (*fn)(ptrdiff_t), ptrdiff_t arg)
             return 1;
         }
         sinpe_cpu_relax();
-        if (i % 64 == 0 && sinpe_now_ns() - start > SPIN_NS) {
-            return 0;
+        if (i % POLLS_PER_YIELD == 0) {
+            if (sinpe_now_ns() - start > SPIN_NS) {
+                return 0;
+            }
+            sinpe_thread_yield();
         }
     }
 }
@@ -269,6 +303,28 @@ static void release_pool(void)
     sinpe_atomic_store(&pool.busy, 0);
 }
 
+/* After a call with helpers, from `start` to `end`, whose caller ran `mine`
+ * of its `ran` chunks until `done`: slower than the caller alone would have
+ * been at its own pace?  Then the next calls run alone (solo_until). */
+static void judge_pooled_call(int64_t start, int64_t done, int64_t end, ptrdiff_t mine,
+                              ptrdiff_t ran)
+{
+    if (mine < 1) {
+        return; /* the caller's pace is unknown */
+    }
+    const double alone = (double)(done - start) / (double)mine * (double)ran;
+    if ((double)(end - start) <= alone) {
+        sinpe_atomic_store(&solo_backoff, 0);
+        return;
+    }
+    const ptrdiff_t last = sinpe_atomic_load(&solo_backoff);
+    const ptrdiff_t backoff = last < SOLO_MIN_US ? SOLO_MIN_US
+                              : last >= SOLO_MAX_US / 2 ? SOLO_MAX_US
+                                                        : 2 * last;
+    sinpe_atomic_store(&solo_backoff, backoff);
+    sinpe_atomic_store(&solo_until, (ptrdiff_t)((size_t)microseconds(end) + (size_t)backoff));
+}
+
 int sinpe_run_chunks(ptrdiff_t chunks, int threads, sinpe_chunk_fn fn, void *context,
                      sinpe_cancel_fn cancel, void *cancel_context, ptrdiff_t cancel_period)
 {
@@ -280,10 +336,13 @@ int sinpe_run_chunks(ptrdiff_t chunks, int threads, sinpe_chunk_fn fn, void *con
     sinpe_atomic_store(&job.stop, 0);
 
     const ptrdiff_t wanted = (threads < chunks ? threads : chunks) - 1;
-    const int pooled = wanted > 0 && claim_pool(&job, (int)wanted) >= 0;
+    const int64_t start = wanted > 0 ? sinpe_now_ns() : 0;
+    const int pooled = wanted > 0 &&
+                       reached(microseconds(start), sinpe_atomic_load(&solo_until)) &&
+                       claim_pool(&job, (int)wanted) >= 0;
 
     int cancelled = 0;
-    ptrdiff_t since_check = 0;
+    ptrdiff_t since_check = 0, mine = 0;
     if (cancel_period < 1) {
         cancel_period = 1;
     }
@@ -293,6 +352,7 @@ int sinpe_run_chunks(ptrdiff_t chunks, int threads, sinpe_chunk_fn fn, void *con
             break;
         }
         fn(context, chunk, 0);
+        ++mine;
         if (cancel != NULL && ++since_check >= cancel_period &&
             sinpe_atomic_load(&job.next) < chunks) {
             since_check = 0;
@@ -304,7 +364,10 @@ int sinpe_run_chunks(ptrdiff_t chunks, int threads, sinpe_chunk_fn fn, void *con
         }
     }
     if (pooled) {
+        const int64_t done = sinpe_now_ns();
         release_pool();
+        const ptrdiff_t taken = sinpe_atomic_load(&job.next);
+        judge_pooled_call(start, done, sinpe_now_ns(), mine, taken < chunks ? taken : chunks);
     }
     return cancelled ? SINPE_ERR_CANCELLED : SINPE_OK;
 }
