@@ -126,13 +126,21 @@ int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_target *target);
 /* A torch tensor's memory as sinpe.torch hands it over (a CPU tensor whose
  * memory holds its values, alive for the call): its address, shape and
  * strides (tuples; strides in elements) and a sinpe_dtype code.  Checked
- * like an array: no two elements sharing memory.  torch's scalar rule. */
+ * like an array (writing: no two elements sharing memory).  torch's scalar
+ * rule. */
 int sinpe_tensor_arg(PyObject *address_obj, PyObject *shape_obj, PyObject *strides_obj,
-                     PyObject *dtype_obj, const char *name, sinpe_target *target);
+                     PyObject *dtype_obj, const char *name, int writing, sinpe_target *target);
 /* An array sinpe only reads (a rotation's source and given caches): a
  * supported dtype, any strides; fills the target (shape and strides copied,
  * as sinpe_writable_arg's). */
 int sinpe_readable_arg(PyObject *obj, const char *name, sinpe_target *target);
+/* The array arguments of the private entries sinpe.torch calls: an array
+ * (as sinpe_writable_arg or sinpe_readable_arg), or a tensor's memory as
+ * the tuple (address, shape, strides, dtype code) of sinpe_tensor_arg: on
+ * a decoding step, making NumPy views of the tensors costs more than the
+ * rotation. */
+int sinpe_array_or_tensor_arg(PyObject *obj, const char *name, int writing,
+                              sinpe_target *target);
 /* view's strides broadcast to the shape ndim/dims (NumPy's rule: length-1
  * and missing leading axes get stride 0) into strides; a ValueError naming
  * name and target_name when they do not broadcast. */
@@ -162,5 +170,6 @@ int sinpe_find_main_thread(unsigned long *ident);
 PyObject *sinpe_py_rope_(PyObject *module, PyObject *args, PyObject *kwargs);
 PyObject *sinpe_py_rope_into(PyObject *module, PyObject *args, PyObject *kwargs);
 PyObject *sinpe_py_rotate_by(PyObject *module, PyObject *args, PyObject *kwargs);
+PyObject *sinpe_py_apply_rotary(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif /* SINPE_ARGS_H */

@@ -193,7 +193,7 @@ int sinpe_readable_arg(PyObject *obj, const char *name, sinpe_target *target)
 }
 
 int sinpe_tensor_arg(PyObject *address_obj, PyObject *shape_obj, PyObject *strides_obj,
-                     PyObject *dtype_obj, const char *name, sinpe_target *target)
+                     PyObject *dtype_obj, const char *name, int writing, sinpe_target *target)
 {
     long long dtype;
     if (sinpe_integer_arg(dtype_obj, "dtype", &dtype) < 0) {
@@ -229,7 +229,7 @@ int sinpe_tensor_arg(PyObject *address_obj, PyObject *shape_obj, PyObject *strid
                                   target->strides};
     target->scalar_type = NULL;
     target->torch_scalar = 1;
-    if (!elements_are_distinct(&target->array, itemsize)) {
+    if (writing && !elements_are_distinct(&target->array, itemsize)) {
         PyErr_Format(PyExc_ValueError,
                      "%s has elements that share memory (a zero or overlapping stride, as from "
                      "as_strided or tensor.expand); writing it in place is ambiguous",
@@ -237,6 +237,16 @@ int sinpe_tensor_arg(PyObject *address_obj, PyObject *shape_obj, PyObject *strid
         return -1;
     }
     return 0;
+}
+
+int sinpe_array_or_tensor_arg(PyObject *obj, const char *name, int writing, sinpe_target *target)
+{
+    if (PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == 4) {
+        return sinpe_tensor_arg(PyTuple_GET_ITEM(obj, 0), PyTuple_GET_ITEM(obj, 1),
+                                PyTuple_GET_ITEM(obj, 2), PyTuple_GET_ITEM(obj, 3), name, writing,
+                                target);
+    }
+    return array_target(obj, name, target, writing);
 }
 
 static PyObject *expected_shape(int ndim, const npy_intp *dims, const char *expected)

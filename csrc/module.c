@@ -161,7 +161,7 @@ static PyObject *add_tensor(PyObject *module, PyObject *const *args, Py_ssize_t 
     sinpe_target x;
     long long offset = 0, axis = -2;
     double scale;
-    if (sinpe_tensor_arg(args[0], args[1], args[2], args[3], "tensor", &x) < 0 ||
+    if (sinpe_tensor_arg(args[0], args[1], args[2], args[3], "tensor", 1, &x) < 0 ||
         sinpe_real_arg(args[4], "n", &c.plan.n) < 0 ||
         sinpe_integer_arg(args[5], "offset", &offset) < 0 ||
         sinpe_integer_arg(args[6], "axis", &axis) < 0 || sinpe_check_base(c.plan.n) < 0 ||
@@ -612,12 +612,19 @@ static PyMethodDef core_methods[] = {
     {"_rope_into", (PyCFunction)(void (*)(void))sinpe_py_rope_into, METH_VARARGS | METH_KEYWORDS,
      "_rope_into(out, source, n=10000.0, *, offset=0, axis=-2, positions=None, "
      "layout='concatenated', freq=None, rotary_dim=None, scale=1.0, exact=False, "
-     "inverse=False)\n--\n\nrope_ of source written into out; inverse: by the negated "
-     "angles (sinpe.torch.rope's backward pass).  out None: only check the arguments "
-     "against source's shape and dtype."},
+     "inverse=False, sections=None, sections_layout='contiguous')\n--\n\nrope_ of source "
+     "written into out (source None: in place); inverse: by the negated angles "
+     "(sinpe.torch.rope's backward pass).  out None: only check the arguments against "
+     "source's shape and dtype.  out and source: arrays, or a tensor's memory as "
+     "(address, shape, strides, dtype code)."},
     {"_rotate_by", (PyCFunction)(void (*)(void))sinpe_py_rotate_by, METH_VARARGS | METH_KEYWORDS,
      "_rotate_by(out, source, cos, sin, *, layout='concatenated')\n--\n\nout = source * cos "
-     "+ rotate_half(source) * sin, cos and sin broadcast (sinpe.torch.apply_rotary_pos_emb)."},
+     "+ rotate_half(source) * sin, cos and sin broadcast (sinpe.torch.apply_rotary_pos_emb).  "
+     "Each an array, or a tensor's memory as (address, shape, strides, dtype code)."},
+    {"_apply_rotary", (PyCFunction)(void (*)(void))sinpe_py_apply_rotary, METH_FASTCALL,
+     "_apply_rotary(q_out, q, k_out, k, cos, sin, unsqueeze_dim, layout, /)\n--\n\n"
+     "sinpe.torch.apply_rotary_pos_emb's decoding step on tensors' memory (private): True "
+     "once written, False (nothing written) where HF's expression must decide."},
     {"set_num_threads", set_num_threads, METH_O, set_num_threads_doc},
     {"get_num_threads", get_num_threads, METH_NOARGS, get_num_threads_doc},
     {"clear_cache", clear_cache, METH_NOARGS, clear_cache_doc},

@@ -9,10 +9,13 @@
 
 #include <math.h>
 
+#include "elements.h"
+
 /* The arguments of a rotation by sinpe's own caches; NULL: not given. */
 typedef struct {
     PyObject *x, *source, *n, *offset, *axis, *positions, *layout, *freq, *rotary_dim, *scale,
         *exact, *inverse, *sections, *sections_layout;
+    int private_form; /* sinpe.torch's: x and source may be tensors' memory */
 } rope_args;
 
 /* A flag argument: a bool (Python's or NumPy's), as NumPy's keyword flags. */
@@ -108,8 +111,10 @@ static int run_rope(PyObject *module, const rope_args *given)
         (a->axis != NULL && sinpe_integer_arg(a->axis, "axis", &axis) < 0) ||
         (a->scale != NULL && sinpe_real_arg(a->scale, "scale", &c.plan.scale) < 0) ||
         flag_arg(a->exact, "exact", &exact) < 0 || flag_arg(a->inverse, "inverse", &inverse) < 0 ||
-        (a->source != NULL && sinpe_readable_arg(a->source, "source", &source_target) < 0) ||
-        (!check_only && sinpe_writable_arg(a->x, "x", &x_target) < 0) ||
+        (a->source != NULL &&
+         sinpe_array_or_tensor_arg(a->source, "source", 0, &source_target) < 0) ||
+        (!check_only && (a->private_form ? sinpe_array_or_tensor_arg(a->x, "x", 1, &x_target)
+                                         : sinpe_writable_arg(a->x, "x", &x_target)) < 0) ||
         sinpe_check_base(c.plan.n) < 0) {
         return -1;
     }
@@ -221,6 +226,7 @@ PyObject *sinpe_py_rope_into(PyObject *module, PyObject *args, PyObject *kwargs)
     if (a.source == Py_None) {
         a.source = NULL;
     }
+    a.private_form = 1;
     if (run_rope(module, &a) < 0) {
         return NULL;
     }
@@ -228,64 +234,175 @@ PyObject *sinpe_py_rope_into(PyObject *module, PyObject *args, PyObject *kwargs)
     return a.x;
 }
 
-/* out = source * cos + rotate_half(source) * sin, cos and sin given and
- * broadcast to source's shape (HF's apply_rotary_pos_emb, in the arrays'
- * arithmetic): for sinpe.torch.apply_rotary_pos_emb. */
+/* A rotation by given caches (HF's apply_rotary_pos_emb, in the arrays'
+ * arithmetic): out = source * cos + rotate_half(source) * sin, cos and sin
+ * broadcast to source's shape.  Made by given_rotation_check, which holds
+ * pointers into itself and into the targets: neither may move before
+ * given_rotation_run. */
+typedef struct {
+    sinpe_array view, source, caches[2];
+    ptrdiff_t strides[2][SINPE_MAX_DIMS];
+} given_rotation;
+
+/* Checks out, source and the caches (targets[0..3]); -1 with an exception. */
+static int given_rotation_check(given_rotation *g, const sinpe_target *targets)
+{
+    g->view = targets[0].array;
+    g->source = targets[1].array;
+    g->caches[0] = targets[2].array;
+    g->caches[1] = targets[3].array;
+    const sinpe_array *view = &g->view, *source = &g->source;
+    const Py_ssize_t d = view->ndim > 0 ? view->shape[view->ndim - 1] : 0;
+    if (view->ndim < 1 || d % 2 != 0) {
+        PyErr_Format(PyExc_ValueError, "out must have an even number of features, got shape[-1]=%zd",
+                     d);
+        return -1;
+    }
+    if (source->ndim != view->ndim ||
+        !PyArray_CompareLists(source->shape, view->shape, view->ndim) ||
+        source->dtype != view->dtype || g->caches[0].dtype != view->dtype ||
+        g->caches[1].dtype != view->dtype) {
+        PyErr_SetString(PyExc_ValueError,
+                        "source must have out's shape, and source, cos and sin out's dtype");
+        return -1;
+    }
+    static const char *const names[2] = {"cos", "sin"};
+    for (int t = 0; t < 2; ++t) {
+        if (sinpe_broadcast_strides(&g->caches[t], names[t], view->ndim, view->shape,
+                                    "out.shape =", g->strides[t]) < 0 ||
+            sinpe_check_disjoint(view, "out", &g->caches[t], names[t]) < 0) {
+            return -1;
+        }
+        g->caches[t].ndim = view->ndim;
+        g->caches[t].shape = view->shape;
+        g->caches[t].strides = g->strides[t];
+    }
+    return sinpe_check_disjoint(view, "out", source, "source");
+}
+
+static int given_rotation_run(sinpe_call *c, const given_rotation *g)
+{
+    c->plan.rotate = 1;
+    c->plan.source = &g->source;
+    c->plan.cos_cache = &g->caches[0];
+    c->plan.sin_cache = &g->caches[1];
+    return sinpe_run_call(c, &g->view, NULL, 0);
+}
+
+/* _rotate_by(out, source, cos, sin, *, layout): for sinpe.torch's rotations
+ * by given caches. */
 PyObject *sinpe_py_rotate_by(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"out", "source", "cos", "sin", "layout", NULL};
-    PyObject *out_obj, *source_obj, *cos_obj, *sin_obj, *layout_obj = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO|$O:_rotate_by", keywords, &out_obj,
-                                     &source_obj, &cos_obj, &sin_obj, &layout_obj)) {
+    PyObject *objs[4], *layout_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO|$O:_rotate_by", keywords, &objs[0],
+                                     &objs[1], &objs[2], &objs[3], &layout_obj)) {
         return NULL;
     }
     sinpe_call c;
     SINPE_CALL_INIT(&c, module);
-    c.plan.rotate = 1;
     c.plan.layout = SINPE_CONCATENATED;
-    sinpe_target targets[4]; /* out, source, cos, sin */
-    ptrdiff_t strides[2][SINPE_MAX_DIMS];
-    if (sinpe_writable_arg(out_obj, "out", &targets[0]) < 0 ||
-        sinpe_readable_arg(source_obj, "source", &targets[1]) < 0 ||
-        sinpe_readable_arg(cos_obj, "cos", &targets[2]) < 0 ||
-        sinpe_readable_arg(sin_obj, "sin", &targets[3]) < 0 ||
-        sinpe_columns_arg(&c, NULL, layout_obj, NULL, NULL, 2, 1, 0) < 0) {
-        return NULL;
-    }
-    const sinpe_array view = targets[0].array, source = targets[1].array;
-    sinpe_array caches[2] = {targets[2].array, targets[3].array};
-    const Py_ssize_t d = view.ndim > 0 ? view.shape[view.ndim - 1] : 0;
-    if (view.ndim < 1 || d % 2 != 0) {
-        return PyErr_Format(PyExc_ValueError,
-                            "out must have an even number of features, got shape[-1]=%zd", d);
-    }
-    if (source.ndim != view.ndim || !PyArray_CompareLists(source.shape, view.shape, view.ndim) ||
-        source.dtype != view.dtype || caches[0].dtype != view.dtype ||
-        caches[1].dtype != view.dtype) {
-        return PyErr_Format(PyExc_ValueError,
-                            "source must have out's shape, and source, cos and sin out's dtype");
-    }
-    static const char *const names[2] = {"cos", "sin"};
-    for (int t = 0; t < 2; ++t) {
-        if (sinpe_broadcast_strides(&caches[t], names[t], view.ndim, view.shape, "out.shape =",
-                                    strides[t]) < 0 ||
-            sinpe_check_disjoint(&view, "out", &caches[t], names[t]) < 0) {
+    static const char *const names[4] = {"out", "source", "cos", "sin"};
+    sinpe_target targets[4];
+    for (int t = 0; t < 4; ++t) {
+        if (sinpe_array_or_tensor_arg(objs[t], names[t], t == 0, &targets[t]) < 0) {
             return NULL;
         }
-        caches[t].ndim = view.ndim;
-        caches[t].shape = view.shape;
-        caches[t].strides = strides[t];
     }
-    if (sinpe_check_disjoint(&view, "out", &source, "source") < 0) {
+    given_rotation g;
+    if (sinpe_columns_arg(&c, NULL, layout_obj, NULL, NULL, 2, 1, 0) < 0 ||
+        given_rotation_check(&g, targets) < 0 || given_rotation_run(&c, &g) < 0) {
         return NULL;
     }
-    c.plan.source = &source;
-    c.plan.cos_cache = &caches[0];
-    c.plan.sin_cache = &caches[1];
-    if (sinpe_run_call(&c, &view, NULL, 0) < 0) {
-        return NULL;
-    }
-    Py_INCREF(out_obj);
-    return out_obj;
+    Py_INCREF(objs[0]);
+    return objs[0];
 }
 
+/* A unit axis inserted into a tensor's view at `dim` (torch's unsqueeze:
+ * -ndim - 1 <= dim <= ndim), with the stride torch gives it; 0, or -1
+ * when dim is out of range or the view would have too many axes. */
+static int unsqueezed(sinpe_target *t, long long dim)
+{
+    const int n = t->array.ndim;
+    if (dim < -(long long)n - 1 || dim > n || n + 1 > SINPE_MAX_DIMS) {
+        return -1;
+    }
+    const int at = (int)(dim < 0 ? dim + n + 1 : dim);
+    const ptrdiff_t stride = at < n ? t->shape[at] * t->strides[at]
+                                    : (ptrdiff_t)sinpe_itemsize(t->array.dtype);
+    for (int i = n; i > at; --i) {
+        t->shape[i] = t->shape[i - 1];
+        t->strides[i] = t->strides[i - 1];
+    }
+    t->shape[at] = 1;
+    t->strides[at] = stride;
+    t->array.ndim = n + 1;
+    return 0;
+}
+
+/* Whether a view has the strides a new tensor of its shape has (HF's
+ * rotary modules make their caches so; other strides change the strides
+ * torch's elementwise ops give their results, which HF's bits include). */
+static int default_strides(const sinpe_array *a)
+{
+    ptrdiff_t step = (ptrdiff_t)sinpe_itemsize(a->dtype);
+    for (int i = a->ndim - 1; i >= 0; --i) {
+        if (a->strides[i] != step) {
+            return 0;
+        }
+        step *= a->shape[i];
+    }
+    return 1;
+}
+
+/* _apply_rotary(q_out, q, k_out, k, cos, sin, unsqueeze_dim, layout, /):
+ * HF's apply_rotary_pos_emb of a decoding step in one call: q_out = q's
+ * rotation by cos and sin unsqueezed at unsqueeze_dim, and k_out = k's (k
+ * and k_out None: q's alone).  Tensors' memory as sinpe_tensor_arg's
+ * tuples, layout a sinpe_layout code.  True once written; False, with
+ * nothing written, where a tensor's address is 0 (a functionalized one),
+ * the caches do not have a new tensor's strides,
+ * are narrower than the heads or do not broadcast to them without
+ * enlarging them, or anything else is not as the kernel's rotation by
+ * given caches needs: sinpe.torch then runs HF's expression, which decides
+ * (and raises what it raises). */
+PyObject *sinpe_py_apply_rotary(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        return PyErr_Format(PyExc_TypeError, "_apply_rotary takes 8 arguments, got %zd", nargs);
+    }
+    const int pairs = args[2] == Py_None ? 1 : 2;
+    long long dim, layout;
+    sinpe_target targets[2][4]; /* per pair: out, source, cos, sin */
+    given_rotation g[2];
+    int usable = sinpe_integer_arg(args[6], "unsqueeze_dim", &dim) == 0 &&
+                 sinpe_integer_arg(args[7], "layout", &layout) == 0 &&
+                 (layout == SINPE_INTERLEAVED || layout == SINPE_CONCATENATED);
+    for (int p = 0; usable && p < pairs; ++p) {
+        PyObject *objs[4] = {args[2 * p], args[2 * p + 1], args[4], args[5]};
+        for (int t = 0; usable && t < 4; ++t) {
+            usable = PyTuple_Check(objs[t]) &&
+                     sinpe_array_or_tensor_arg(objs[t], "tensor", t == 0, &targets[p][t]) == 0;
+        }
+        for (int t = 0; usable && t < 4; ++t) { /* a tensor without memory of its own */
+            usable = targets[p][t].array.data != NULL;
+        }
+        usable = usable && unsqueezed(&targets[p][2], dim) == 0 &&
+                 unsqueezed(&targets[p][3], dim) == 0 && default_strides(&targets[p][2].array) &&
+                 default_strides(&targets[p][3].array) &&
+                 given_rotation_check(&g[p], targets[p]) == 0;
+    }
+    if (!usable) {
+        PyErr_Clear();
+        Py_RETURN_FALSE;
+    }
+    sinpe_call c;
+    SINPE_CALL_INIT(&c, module);
+    c.plan.layout = (sinpe_layout)layout;
+    for (int p = 0; p < pairs; ++p) {
+        if (given_rotation_run(&c, &g[p]) < 0) {
+            return NULL;
+        }
+    }
+    Py_RETURN_TRUE;
+}

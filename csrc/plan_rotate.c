@@ -141,14 +141,20 @@ static void cut_given_rows(plan_t *plan, const sinpe_plan *p, const sinpe_array 
     rot->sin = p->sin_cache->data;
     rot->cos_fmt = row_format_of(p->cos_cache);
     rot->sin_fmt = row_format_of(p->sin_cache);
-    rot->naxes = out->ndim - 1;
     rot->rows = rows;
-    for (int i = 0; i < rot->naxes; ++i) {
-        rot->shape[i] = out->shape[i];
-        rot->bstride[0][i] = out->strides[i];
-        rot->bstride[1][i] = x->strides[i];
-        rot->bstride[2][i] = p->cos_cache->strides[i];
-        rot->bstride[3][i] = p->sin_cache->strides[i];
+    /* axes of length 1 left out: a decoding step's (B, H, 1, D) is then one
+     * run of H rows along the heads (one loop call), not H runs of one */
+    rot->naxes = 0;
+    for (int i = 0; i < out->ndim - 1; ++i) {
+        if (out->shape[i] == 1) {
+            continue;
+        }
+        const int a = rot->naxes++;
+        rot->shape[a] = out->shape[i];
+        rot->bstride[0][a] = out->strides[i];
+        rot->bstride[1][a] = x->strides[i];
+        rot->bstride[2][a] = p->cos_cache->strides[i];
+        rot->bstride[3][a] = p->sin_cache->strides[i];
     }
     double span = ceil(CHUNK_BYTES / row_bytes);
     const double busy = ceil((double)rows / (4.0 * plan->threads));

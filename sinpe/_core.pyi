@@ -160,11 +160,15 @@ def rope_(
     sections: Sequence[int] | None = None,
     sections_layout: _SectionsLayout | None = "contiguous",
 ) -> _ArrayT: ...
-# sinpe.torch's rotations: rope_ of source into out (out None: checks only), and
-# out = source * cos + rotate_half(source) * sin with the caches given.
+# A tensor's memory as sinpe.torch hands it to the private entries below: address,
+# shape, strides (in elements), sinpe's dtype code.
+_Memory: TypeAlias = tuple[int, Sequence[int], Sequence[int], int]
+# sinpe.torch's rotations: rope_ of source into out (source None: in place; out None:
+# checks only), and out = source * cos + rotate_half(source) * sin with the caches
+# given; each array may be a tensor's memory.
 def _rope_into(
-    out: _ArrayT | None,
-    source: np.ndarray[Any, Any] | None,
+    out: _ArrayT | _Memory | None,
+    source: np.ndarray[Any, Any] | _Memory | None,
     n: float | None = 10000.0,
     *,
     offset: int | None = 0,
@@ -178,15 +182,19 @@ def _rope_into(
     inverse: bool = False,
     sections: Sequence[int] | None = None,
     sections_layout: _SectionsLayout | None = "contiguous",
-) -> _ArrayT | None: ...
+) -> _ArrayT | _Memory | None: ...
 def _rotate_by(
-    out: _ArrayT,
-    source: np.ndarray[Any, Any],
-    cos: np.ndarray[Any, Any],
-    sin: np.ndarray[Any, Any],
+    out: _ArrayT | _Memory,
+    source: np.ndarray[Any, Any] | _Memory,
+    cos: np.ndarray[Any, Any] | _Memory,
+    sin: np.ndarray[Any, Any] | _Memory,
     *,
     layout: _Layout = "concatenated",
-) -> _ArrayT: ...
+) -> _ArrayT | _Memory: ...
+# apply_rotary_pos_emb's decoding step: q and k rotated by cos and sin unsqueezed at
+# unsqueeze_dim, in one call; False (nothing written) where HF's expression decides.
+def _apply_rotary(q_out: _Memory, q: _Memory, k_out: _Memory | None, k: _Memory | None,
+                  cos: _Memory, sin: _Memory, unsqueeze_dim: int, layout: int, /) -> bool: ...
 def encode_grid(
     shape: Sequence[int],
     d: int,

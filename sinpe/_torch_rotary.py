@@ -113,12 +113,12 @@ class _Rotation:
     def run(self, out: Optional[torch.Tensor], source: torch.Tensor, inverse: bool) -> None:
         """``out`` (or ``source`` itself, in place) = the rotation of ``source``."""
         if out is None and _base._kernel_writes(source):  # in place (never inverse)
-            sinpe.rope_(_base._kernel_view(source), **self.kwargs())
+            sinpe._core._rope_into(_memory(source), None, **self.kwargs())
             torch.autograd.graph.increment_version(source)
             return
         if out is not None and _base._kernel_writes(out) and _base._kernel_writes(source):
-            sinpe._core._rope_into(_base._kernel_view(out), _base._kernel_view(source),
-                                   inverse=inverse, **self.kwargs())
+            sinpe._core._rope_into(_memory(out), _memory(source), inverse=inverse,
+                                   **self.kwargs())
             return
         self.check(source)
         if source.numel() == 0:
@@ -288,9 +288,8 @@ def rope_(
             given["sections"] = _host_sections(sections)
         if sections_layout is not None:
             given["sections_layout"] = sections_layout
-        view = tensor.numpy() if tensor.dtype in _NUMPY_DTYPES else _base._kernel_view(tensor)
-        sinpe.rope_(view, **given)
-        torch.autograd.graph.increment_version(tensor)
+        sinpe._core._rope_into(_memory(tensor), None, **given)
+        _base._increment_versions((tensor,))
         return tensor
     if any(
         stride == 0 and size > 1 for size, stride in zip(tensor.shape, tensor.stride())
@@ -303,11 +302,6 @@ def rope_(
                          sections, sections_layout)
     rotation.run(None, tensor, False)
     return tensor
-
-
-# NumPy's own view of these is the kernel's (no metadata, no detach: rope_
-# refuses tensors that require grad)
-_NUMPY_DTYPES = (torch.float32, torch.float64)
 
 
 class _Rope(torch.autograd.Function):
@@ -380,16 +374,17 @@ def rope(
 # families' forms from them.  They are on a decoding step's path, once per layer: each
 # check costs a fraction of a microsecond, and the kernel's own checks are not repeated.
 
-_Views = Optional[tuple[np.ndarray, np.ndarray]]
+_Memory = tuple[int, torch.Size, tuple[int, ...], int]
+_Views = Optional[tuple[_Memory, _Memory]]
 
 
-def _view(tensor: torch.Tensor) -> np.ndarray:
-    """sinpe.torch's ``_kernel_view``, by ``Tensor.numpy`` where that is the same view
-    (float32/float64 without grad: half the time of a detach first)."""
-    if tensor.dtype in _NUMPY_DTYPES and not tensor.requires_grad:
-        return tensor.numpy()
-    view: np.ndarray = _base._kernel_view(tensor)
-    return view
+def _memory(tensor: torch.Tensor) -> _Memory:
+    """A CPU tensor's memory as the kernel's private entries take it: address, shape,
+    strides (in elements) and sinpe's dtype code.  Making a NumPy view of it instead
+    costs more than a decoding step's rotation.  The tensor must pass
+    ``sinpe.torch._kernel_writes`` (its memory holds its values) and stay alive for
+    the call."""
+    return tensor.data_ptr(), tensor.shape, tensor.stride(), _base._DTYPE_CODES[tensor.dtype]
 
 
 def _cache_views(cos: torch.Tensor, sin: torch.Tensor) -> _Views:
@@ -402,7 +397,7 @@ def _cache_views(cos: torch.Tensor, sin: torch.Tensor) -> _Views:
     if (cos.dtype is sin.dtype and cos.dtype in _base._DTYPES and cos.layout == torch.strided
             and sin.layout == torch.strided and _base._kernel_writes(cos)
             and _base._kernel_writes(sin) and _default_strides(cos) and _default_strides(sin)):
-        return _view(cos), _view(sin)
+        return _memory(cos), _memory(sin)
     return None
 
 
@@ -437,7 +432,7 @@ def _natural_order(x: torch.Tensor) -> bool:
     return all(a > b for a, b in zip(strides, strides[1:]))
 
 
-def _kernel_rotation(out: torch.Tensor, x: torch.Tensor, views: tuple[np.ndarray, np.ndarray],
+def _kernel_rotation(out: torch.Tensor, x: torch.Tensor, views: tuple[_Memory, _Memory],
                      layout: Any) -> bool:
     """``out`` = HF's formula of ``x`` by the kernel (``out``, ``x`` and the caches of one
     dtype, in CPU memory); False, with nothing written, where the kernel refuses the
@@ -445,7 +440,7 @@ def _kernel_rotation(out: torch.Tensor, x: torch.Tensor, views: tuple[np.ndarray
     result): torch's expression decides those.  The kernel's checks, not the same ones
     in Python first: on a decoding step those cost as much as the rotation."""
     try:
-        sinpe._core._rotate_by(_view(out), _view(x), views[0], views[1], layout=layout)
+        sinpe._core._rotate_by(_memory(out), _memory(x), views[0], views[1], layout=layout)
     except ValueError:
         return False
     return True
@@ -466,7 +461,7 @@ def _promoted(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, views: _Vie
         x = x.to(wide)  # keeps x's strides (dense) or order (not)
     if wide is not cos.dtype:
         cos, sin = cos.to(wide), sin.to(wide)
-        views = _view(cos), _view(sin)
+        views = _memory(cos), _memory(sin)
     return x, cos, sin, views
 
 
@@ -546,6 +541,53 @@ class _ApplyRotary(torch.autograd.Function):
         return grad_x, grad_cos, grad_sin
 
 
+_TENSOR = torch.Tensor
+_CONTIGUOUS = torch.contiguous_format
+_CONCATENATED = 1  # sinpe_layout's code (csrc/sinpe.h)
+_empty_like = torch.empty_like
+_grad_enabled = torch.is_grad_enabled
+
+
+def _apply_by_kernel(q: torch.Tensor, k: Optional[torch.Tensor], cos: torch.Tensor,
+                     sin: torch.Tensor, unsqueeze_dim: int
+                     ) -> Optional[tuple[torch.Tensor, Optional[torch.Tensor]]]:
+    """apply_rotary_pos_emb by one call of the kernel on the tensors' memory, or None
+    (nothing written) where the general path must decide.  A decoding step takes this
+    path, where each microsecond counts: plain CPU tensors of one dtype of the four
+    that need no gradient, a contiguous query and key (HF's results are then new
+    contiguous tensors), caches that ``_core._apply_rotary`` takes (it declines the
+    others).  The checks of ``sinpe.torch._kernel_writes`` are spelled out: a tensor
+    without memory of its own (``vmap``'s) raises from ``data_ptr``, a functionalized
+    one has address 0, which the kernel declines."""
+    dtype = q.dtype
+    if not (type(q) is _TENSOR and type(cos) is _TENSOR and type(sin) is _TENSOR
+            and cos.dtype is dtype and sin.dtype is dtype
+            and q.is_cpu and cos.is_cpu and sin.is_cpu
+            and not (q.is_neg() or cos.is_neg() or sin.is_neg())
+            and (k is None or (type(k) is _TENSOR and k.dtype is dtype and k.is_cpu
+                               and not k.is_neg()))
+            and not (_grad_enabled() and (q.requires_grad or cos.requires_grad
+                                          or sin.requires_grad
+                                          or (k is not None and k.requires_grad)))):
+        return None
+    try:
+        code = _base._DTYPE_CODES[dtype]
+        if not (q.is_contiguous() and (k is None or k.is_contiguous())):
+            return None
+        q_out = _empty_like(q, memory_format=_CONTIGUOUS)
+        k_out = None if k is None else _empty_like(k, memory_format=_CONTIGUOUS)
+        done = sinpe._core._apply_rotary(
+            (q_out.data_ptr(), q_out.shape, q_out.stride(), code),
+            (q.data_ptr(), q.shape, q.stride(), code),
+            None if k_out is None else (k_out.data_ptr(), k_out.shape, k_out.stride(), code),
+            None if k is None else (k.data_ptr(), k.shape, k.stride(), code),
+            (cos.data_ptr(), cos.shape, cos.stride(), code),
+            (sin.data_ptr(), sin.shape, sin.stride(), code), unsqueeze_dim, _CONCATENATED)
+    except (KeyError, RuntimeError):  # another dtype; no memory of its own; not strided
+        return None
+    return (q_out, k_out) if done else None
+
+
 def _unsqueeze_dim(value: object) -> int:
     """``unsqueeze_dim`` that is not a plain int: an integer (``operator.index``), else a
     TypeError that says where ``position_ids`` went."""
@@ -603,6 +645,9 @@ def apply_rotary_pos_emb(
     del position_ids  # unused, as in HF's own functions that take it
     if type(unsqueeze_dim) is not int:
         unsqueeze_dim = _unsqueeze_dim(unsqueeze_dim)
+    fast = _apply_by_kernel(q, k, cos, sin, unsqueeze_dim)
+    if fast is not None:
+        return fast
     cos = cos.unsqueeze(unsqueeze_dim)
     sin = sin.unsqueeze(unsqueeze_dim)
     views = _cache_views(cos, sin)

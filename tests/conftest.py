@@ -299,6 +299,35 @@ def run_python(argv, cwd, env=None) -> subprocess.CompletedProcess[str]:
     )
 
 
+# -- the kernel's rotations, counted ---------------------------------------------------------
+
+
+def count_kernel_rotations(monkeypatch) -> list:
+    """A list that gets the layout of each rotation sinpe's kernel computes through
+    sinpe.torch's private entries from now on: one per ``_rotate_by`` call, and one per
+    tensor of an ``_apply_rotary`` call that wrote (a decoding step's query and key in
+    one call)."""
+    import sinpe
+
+    rotations: list = []
+    rotate_by, apply_rotary = sinpe._core._rotate_by, sinpe._core._apply_rotary
+
+    def counted_rotate_by(*args, **kwargs):
+        rotations.append(kwargs.get("layout", "concatenated"))
+        return rotate_by(*args, **kwargs)
+
+    def counted_apply_rotary(*args):
+        done = apply_rotary(*args)
+        if done:
+            layout = "interleaved" if args[7] == 0 else "concatenated"  # sinpe_layout codes
+            rotations.extend([layout] * (1 if args[2] is None else 2))
+        return done
+
+    monkeypatch.setattr(sinpe._core, "_rotate_by", counted_rotate_by)
+    monkeypatch.setattr(sinpe._core, "_apply_rotary", counted_apply_rotary)
+    return rotations
+
+
 # -- exact comparisons of tensors ---------------------------------------------------------
 
 

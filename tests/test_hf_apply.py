@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from conftest import bits, require_module, require_torch
+from conftest import bits, count_kernel_rotations, require_module, require_torch
 
 torch = require_torch()
 import sinpe._hf_forms as forms  # noqa: E402
@@ -204,17 +204,9 @@ KERNEL_CASES = [
 def test_the_kernel_writes_every_form_in_the_layouts_models_use(name, form, width, dtype,
                                                                  length, monkeypatch):
     """A prefill and a decoding step, as attention modules lay them out: the kernel
-    computes each result (one call per tensor), torch's expression none."""
-    import sinpe
-
-    calls = []
-    rotate_by = sinpe._core._rotate_by
-
-    def counting(*args, **kwargs):
-        calls.append(kwargs.get("layout", "concatenated"))
-        return rotate_by(*args, **kwargs)
-
-    monkeypatch.setattr(sinpe._core, "_rotate_by", counting)
+    computes each result (a rotation per tensor: one call each, or one call for a
+    decoding step's query and key), torch's expression none."""
+    calls = count_kernel_rotations(monkeypatch)
     g = torch.Generator().manual_seed(5)
     q = torch.randn(2, length, 4, 16, generator=g).to(dtype).transpose(1, 2)
     k = torch.randn(2, length, 1, 16, generator=g).to(dtype).transpose(1, 2)

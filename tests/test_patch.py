@@ -37,7 +37,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import bits, require, require_module, require_torch
+from conftest import bits, count_kernel_rotations, require, require_module, require_torch
 
 torch = require_torch()
 transformers = require("transformers")
@@ -373,12 +373,7 @@ def test_the_kernel_rotates_every_query_and_key_of_a_patched_model(name, one_thr
     """On the CPU, in a prefill and in a decoding step: one kernel call per query and
     key of each layer (the layouts attention makes are the kernel's, not torch's
     fallback)."""
-    import sinpe
-
-    calls = []
-    rotate_by = sinpe._core._rotate_by
-    monkeypatch.setattr(sinpe._core, "_rotate_by",
-                        lambda *a, **k: (calls.append(1), rotate_by(*a, **k))[1])
+    calls = count_kernel_rotations(monkeypatch)
     model = build(name)
     ids = torch.randint(3, VOCAB, (1, 10), generator=torch.Generator().manual_seed(9))
     with torch.no_grad(), st.patch(model):

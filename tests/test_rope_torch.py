@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import bits, require_module, require_torch
+from conftest import bits, count_kernel_rotations, require_module, require_torch
 
 import sinpe
 
@@ -141,6 +141,53 @@ def test_sinpe_apply_rotary_pos_emb_is_hf_bit_for_bit(dtype, theta):
     want = llama.apply_rotary_pos_emb(qt, kt, cos, sin, unsqueeze_dim=2)
     got = st.apply_rotary_pos_emb(qt, kt, cos, sin, unsqueeze_dim=2)
     assert all(same(g, w) for g, w in zip(got, want))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_decoding_step_is_one_kernel_call_with_hfs_bits(dtype, monkeypatch):
+    """A decoding step's query and key ((B, H, 1, D), transposed from the projections'
+    (B, 1, H, D)) are rotated by one kernel call on the tensors' memory, with HF's bits,
+    dtype and strides; k=None, a negative unsqueeze_dim; and where the kernel declines
+    (caches sliced out of a longer cache: strides other than a new tensor's, which
+    change HF's result's strides), the general path gives HF's result."""
+    llama = require("transformers.models.llama.modeling_llama")
+    g = torch.Generator().manual_seed(11)
+    q = torch.randn(2, 1, 4 * 64, generator=g).to(dtype).view(2, 1, 4, 64).transpose(1, 2)
+    k = torch.randn(2, 1, 2 * 64, generator=g).to(dtype).view(2, 1, 2, 64).transpose(1, 2)
+    cos, sin = (torch.randn(2, 1, 64, generator=g).to(dtype) for _ in range(2))
+    calls = count_kernel_rotations(monkeypatch)
+    for args in [(q, k, cos, sin), (q, None, cos, sin), (q, k, cos, sin, -3)]:
+        calls.clear()
+        got = st.apply_rotary_pos_emb(*args)
+        assert len(calls) == (1 if args[1] is None else 2)
+        want = llama.apply_rotary_pos_emb(q, k, *args[2:])  # HF's takes no k=None
+        assert got[1] is None if args[1] is None else same(got[1], want[1])
+        assert same(got[0], want[0]) and all(
+            o.stride() == w.stride() for o, w in zip(got, want) if o is not None)
+    long_cos, long_sin = (torch.randn(2, 9, 64, generator=g).to(dtype) for _ in range(2))
+    c, s = long_cos[:, 4:5], long_sin[:, 4:5]  # strides (9 * 64, 64, 1): not a new tensor's
+    want = llama.apply_rotary_pos_emb(q, k, c, s)
+    got = st.apply_rotary_pos_emb(q, k, c, s)
+    assert all(same(o, w) and o.stride() == w.stride() for w, o in zip(want, got))
+
+
+def test_apply_rotary_pos_emb_under_vmap_and_functionalize_is_hfs():
+    """Tensors without memory of their own (vmap's batched tensors raise from
+    data_ptr, functionalized ones have address 0) never reach the kernel's memory
+    path: HF's expression computes them."""
+    llama = require("transformers.models.llama.modeling_llama")
+    q, k = torch.randn(3, 2, 4, 1, 8), torch.randn(3, 2, 1, 1, 8)
+    cos, sin = torch.randn(3, 2, 1, 8), torch.randn(3, 2, 1, 8)
+    for transform, args in ((torch.func.vmap, (q, k, cos, sin)),
+                            (torch.func.functionalize, (q[0], k[0], cos[0], sin[0]))):
+        def ours(q, k, cos, sin):
+            return st.apply_rotary_pos_emb(q, k, cos, sin)
+
+        def hf(q, k, cos, sin):
+            return llama.apply_rotary_pos_emb(q, k, cos, sin)
+
+        got, want = transform(ours)(*args), transform(hf)(*args)
+        assert all(same(o, w) for o, w in zip(got, want))
 
 
 def test_apply_rotary_pos_emb_falls_back_to_hf_where_the_kernel_does_not_apply(torch_path):
