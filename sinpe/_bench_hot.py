@@ -180,9 +180,8 @@ def print_hot_path(results: List[Dict[str, Any]], file: Any) -> None:
                         if r["threads"] > 1 and key in one and "sinpe" in t else "-")
         if "sinpe" not in t and "sinpe.torch" in t and r["threads"] > 1 and key in one:
             all_over_one = f"{t['sinpe.torch'] / one[key]['sinpe.torch']:.2f}"
-        cell = (lambda k: _us(t[k]) if k in t else "-")
-        rows.append([key, str(r["threads"]), cell("sinpe"), cell("sinpe.torch"), cell("torch"),
-                     cell("numpy"),
+        cells = [_us(t[k]) if k in t else "-" for k in ("sinpe", "sinpe.torch", "torch", "numpy")]
+        rows.append([key, str(r["threads"]), *cells,
                      f"{t['sinpe'] / t['torch']:.2f}x" if "sinpe" in t and "torch" in t else "-",
                      f"{t['sinpe.torch'] / t['torch']:.2f}x" if "sinpe.torch" in t and "torch" in t
                      else "-", all_over_one])

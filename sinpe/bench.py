@@ -59,7 +59,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 import sinpe
-from sinpe._bench_hot import blocks_in_turn, hot_path_cases, print_hot_path
+from sinpe._bench_hot import ADD_SHAPES, blocks_in_turn, hot_path_cases, print_hot_path
+from sinpe._bench_decode import decode_cases, print_decode
+from sinpe._bench_pool import (add_pairs, alternation_cases, neighbour_cases,
+                               print_alternation, print_neighbour, rope_pairs)
 from sinpe._bench_patch import patched_model_cases, print_patched
 from sinpe._bench_rotary import print_rotary_module, rotary_module_cases
 from sinpe._config import simd_label
@@ -300,7 +303,8 @@ def _variant_cases(quick: bool) -> List[Dict[str, Any]]:
 # (shape, position axis, dtype, offset): heads-first queries, the same in
 # bfloat16, small heads, (B, L, H, D) with axis=1, and one decoding step
 ROPE_CASES = [((1, 32, 2048, 128), -2, "float32", 0), ((1, 32, 2048, 128), -2, "bfloat16", 0),
-              ((4, 8, 512, 64), -2, "float32", 0), ((8, 2048, 16, 64), 1, "float32", 0),
+              ((1, 32, 2048, 128), -2, "float16", 0), ((4, 8, 512, 64), -2, "float32", 0),
+              ((4, 8, 512, 64), -2, "bfloat16", 0), ((8, 2048, 16, 64), 1, "float32", 0),
               ((1, 32, 1, 128), -2, "float32", 2047)]
 
 
@@ -320,7 +324,8 @@ def _hf_rotation(shape: Sequence[int], axis: int, offset: int, dtype: Any
     batch, length, heads, dim = ((shape[0], shape[1], shape[2], shape[3]) if axis == 1 else
                                  (shape[0], shape[2], shape[1], shape[3]))
     config = LlamaConfig(hidden_size=heads * dim, num_attention_heads=heads,
-                         max_position_embeddings=offset + length, rope_theta=10000.0)
+                         max_position_embeddings=offset + length,
+                         rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
     rotary = llama.LlamaRotaryEmbedding(config)
     q = torch.randn(shape).to(dtype)
     if axis == 1:  # HF's (B, H, L, D) view of (B, L, H, D) memory, as its attention makes it
@@ -436,7 +441,7 @@ def _rope_cases(quick: bool) -> List[Dict[str, Any]]:
                 # blocks taken in turn (sinpe/_bench_hot.py): torch's spinning OpenMP
                 # threads after its mul_ would steal the cores of a rope_ timed right after
                 rounds, seconds = (7, 1.0) if quick else (15, 4.0)
-                timers = {
+                timers: Dict[str, Timer] = {
                     "sinpe": lambda: st.rope_(t, offset=offset, axis=axis),
                     "floor": lambda: t.mul_(1.0),
                     "exact": lambda: st.rope_(t, offset=offset, axis=axis, exact=True),
@@ -616,18 +621,23 @@ def _run(args: argparse.Namespace) -> int:
 
         load_before = _load_average()
         results = _rope_cases(args.quick)
+        shared = alternation_cases(args.quick, torch, rope_pairs(torch))
+        steps = decode_cases(args.quick, torch, blocks_in_turn)
         sections = _section_cases(args.quick)
         modules = rotary_module_cases(args.quick, blocks_in_turn)
         models = patched_model_cases(args.quick, blocks_in_turn)
         header = _header(args, load_before, str(torch.__version__), "1 and all")
         _print_rope(results, header, sys.stdout)
+        print_alternation(shared, "t.mul_(1.0)", sys.stdout)
+        print_decode(steps, sys.stdout)
         _print_sections(sections, sys.stdout)
         print_rotary_module(modules, sys.stdout)
         print_patched(models, sys.stdout)
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"header": header, "results": results, "sections": sections,
-                           "rotary_module": modules, "models": models}, f, indent=2)
+                json.dump({"header": header, "results": results, "alternated": shared,
+                           "decoding_steps": steps, "sections": sections, "rotary_module": modules, "models": models}, f,
+                          indent=2)
         return 0
     if args.variants:
         load_before = _load_average()
@@ -645,17 +655,19 @@ def _run(args: argparse.Namespace) -> int:
         torch_version, torch_threads = str(torch.__version__), str(torch.get_num_threads())
 
     load_before = _load_average()
-    torch_module = None
+    torch_module: Any = None
     if torch_recipes:
-        import torch as torch_module
+        import torch
+        torch_module = torch
     if args.hot_path:
         header = _header(args, load_before, torch_version, torch_threads)
-        hot = hot_path_cases(args.quick, torch_module)
+        hot, shared, beside = _hot_path(args.quick, torch_module)
         _print_cpu(header, sys.stdout)
-        print_hot_path(hot, sys.stdout)
+        _print_hot_path(hot, shared, beside)
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"header": header, "hot_path": hot}, f, indent=2)
+                json.dump({"header": header, "hot_path": hot, "alternated": shared,
+                           "neighbour": beside}, f, indent=2)
         return 0
     results = [
         _encode_case(16, 64, args.quick, True, torch_recipes),
@@ -673,14 +685,32 @@ def _run(args: argparse.Namespace) -> int:
     ]
     for result in results:
         _summarise(result)
-    hot = hot_path_cases(args.quick, torch_module)
+    hot, shared, beside = _hot_path(args.quick, torch_module)
     header = _header(args, load_before, torch_version, torch_threads)
     _print_table(results, header, sys.stdout)
-    print_hot_path(hot, sys.stdout)
+    _print_hot_path(hot, shared, beside)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"header": header, "results": results, "hot_path": hot}, f, indent=2)
+            json.dump({"header": header, "results": results, "hot_path": hot,
+                       "alternated": shared, "neighbour": beside}, f, indent=2)
     return 0
+
+
+def _hot_path(quick: bool, torch_module: Any) -> tuple[List[Dict[str, Any]], ...]:
+    """The hot path alone (blocks in turn), alternated with torch's own op call by
+    call (when torch is there), and beside a busy neighbour."""
+    hot = hot_path_cases(quick, torch_module)
+    shared = ([] if torch_module is None
+              else alternation_cases(quick, torch_module, add_pairs(torch_module, ADD_SHAPES)))
+    return hot, shared, neighbour_cases(quick, blocks_in_turn)
+
+
+def _print_hot_path(hot: List[Dict[str, Any]], shared: List[Dict[str, Any]],
+                    beside: List[Dict[str, Any]]) -> None:
+    print_hot_path(hot, sys.stdout)
+    if shared:
+        print_alternation(shared, "y.add_(pe)", sys.stdout)
+    print_neighbour(beside, sys.stdout)
 
 
 if __name__ == "__main__":

@@ -323,8 +323,9 @@ def add_(
     if _kernel_writes(tensor):
         # the tensor's memory straight to the kernel: a NumPy view of it
         # would cost more than a decode step's whole add
-        _core._add_tensor(tensor.data_ptr(), tensor.shape, tensor.stride(), code, n, offset,
-                          axis, scale)
+        # (code is not None here: _check_writable raised for any other dtype)
+        _core._add_tensor(tensor.data_ptr(), tensor.shape, tensor.stride(),
+                          code, n, offset, axis, scale)  # type: ignore[arg-type]
         _increment_versions((tensor,))
     else:
         _add_by_torch(tensor, n, offset, axis, scale)

@@ -30,14 +30,21 @@ def test_first_line_names_the_cpu_and_the_simd_level(monkeypatch, capsys):
 
 def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsys, torch):
     """--rope: one row per case and thread count (the timings stubbed: quick)."""
+    import sinpe._bench_pool as pool
+
     monkeypatch.setattr(bench, "blocks_in_turn", lambda timers, *a, **k: {n: 1e-3 for n in timers})
+    monkeypatch.setattr(pool, "alternated", lambda ours, theirs, seconds: {"ours": 2e-3,
+                                                                           "theirs": 1e-3})
     assert bench.main(["--rope", "--quick"]) == 0
     out = capsys.readouterr().out
     threads = sorted({1, sinpe.get_num_threads()})
     for shape, axis, dtype, _ in bench.ROPE_CASES:
         label = f"rope_ {tuple(shape)} {dtype}" + (" axis=1" if axis == 1 else "")
-        assert out.count(label + " ") == len(threads), (label, out)
+        assert out.count(label + " ") == 2 * len(threads) if label in ALTERNATED else len(
+            threads), (label, out)
     assert "HF/sinpe apply" in out
+    for dtype in ("float32", "bfloat16", "float16"):  # the decoding step's table
+        assert out.count(f"decoding step {dtype} ") == 1, (dtype, out)
     for label in ("prefill of 512 tokens", "decoding step at position 1024"):
         assert out.count(f"small Llama, {label} ") == len(threads), (label, out)
     if optional("transformers") is not None:  # RotaryEmbedding against HF's module
@@ -47,6 +54,35 @@ def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsy
     sections = out.split("multi-axis RoPE")[1]
     for shape, dtype in bench.SECTION_CASES:
         assert sections.count(f"rope_ {tuple(shape)} {dtype} ") == len(threads), (shape, out)
+
+
+# rope_ cases of the --rope section that are also timed in alternation with torch's op
+ALTERNATED = {f"rope_ (1, 32, 2048, 128) {dtype}" for dtype in ("float32", "bfloat16", "float16")}
+
+
+def test_alternation_and_neighbour_rows(capsys):
+    """Call by call with torch's op: one row per pair and thread count, each with both
+    medians; beside a busy neighbour: one row per case, one thread and all."""
+    import sinpe._bench_pool as pool
+    torch = require("torch")
+    threads = sinpe.get_num_threads()
+    pairs = pool.add_pairs(torch, [((2, 16, 32), -2), ((16, 2, 32), 0)])
+    results = pool.alternation_cases(True, torch, pairs)
+    assert sinpe.get_num_threads() == threads
+    counts = [1] if threads == 1 else [1, threads]
+    for name, _, _ in pairs:
+        rows = [r for r in results if r["case"] == name]
+        assert [r["threads"] for r in rows] == counts
+        assert all(set(r["times"]) == {"ours", "theirs"} and min(r["times"].values()) > 0
+                   for r in rows)
+    pool.print_alternation(results, "y.add_(pe)", sys.stdout)
+    beside = pool.neighbour_cases(True, lambda timers, *a, **k: {n: 1e-3 for n in timers})
+    assert [r["case"] for r in beside] == ([] if threads == 1 else [
+        "add_ (8, 2048, 1024)", "add_ (16, 64, 768)", "rope_ (1, 32, 2048, 128)"])
+    assert sinpe.get_num_threads() == threads
+    pool.print_neighbour(beside, sys.stdout)
+    text = capsys.readouterr().out
+    assert "add_ batch-first (2, 16, 32) bfloat16" in text and "all/1" in text
 
 
 def test_floor_script_times_every_loop_and_both_formulas_keep_the_float32_promise(tmp_path):
