@@ -55,6 +55,7 @@ class _Family:
 
 
 _LLAMA = _Family({"apply_rotary_pos_emb": "llama"})
+_VL = _Family({"apply_rotary_pos_emb": "llama", "apply_rotary_pos_emb_vision": "vision"})
 FAMILIES: dict[str, _Family] = {
     "llama": _LLAMA, "mistral": _LLAMA, "qwen2": _LLAMA, "qwen3": _LLAMA, "gemma": _LLAMA,
     "gemma2": _LLAMA, "gemma3": _LLAMA, "phi": _LLAMA,
@@ -67,6 +68,9 @@ FAMILIES: dict[str, _Family] = {
     "glm": _Family({"apply_rotary_pos_emb": "glm"}),
     "gptj": _Family({"apply_rotary_pos_emb": "gptj"}, "table"),
     "codegen": _Family({"apply_rotary_pos_emb": "gptj"}, "table"),
+    # vision-language models: the text rotary module has multi-axis sections, the
+    # vision tower axial 2-D rope (its own rotary module and apply function)
+    "qwen2_vl": _VL, "qwen2_5_vl": _VL, "qwen3_vl": _VL,
 }
 _PREFIX = "transformers.models."
 
@@ -357,7 +361,12 @@ def _sinpe_forward(module: nn.Module, frequencies: str) -> Callable[..., Any]:
     """The forward that replaces ``module``'s: that of sinpe's rotary module made from it
     (:meth:`sinpe.torch.RotaryEmbedding.from_module`: its config, frequencies, attention
     factor, and the layout and dtype of the caches it returns, e.g. OLMo's float32 and
-    Cohere's pairwise ones)."""
+    Cohere's pairwise ones, and a vision-language text module's sections), or for a
+    vision tower's axial module (rope type "axial") :class:`sinpe._vl_rotary.AxialRotary`."""
+    if getattr(module, "rope_type", None) == "axial":
+        from sinpe._vl_rotary import AxialRotary
+
+        return AxialRotary(module, frequencies)
     from sinpe.torch import RotaryEmbedding
 
     forward: Callable[..., Any] = RotaryEmbedding.from_module(
