@@ -17,7 +17,9 @@ What is swapped, and why there:
   unchanged, attributes other code reads are HF's), and ``undo`` deletes the
   override.
   GPT-J and CodeGen have no rotary module: each attention module keeps a table of
-  sin and cos (``embed_positions``), replaced by sinpe's exact one.
+  sin and cos (``embed_positions``), replaced by sinpe's exact one.  A vision
+  tower's axial rotary module (rope type "axial": ``model.model.visual.rotary_pos_emb``)
+  gets :class:`sinpe._vl_rotary.AxialRotary`'s forward the same way.
 - The apply function: transformers' attention calls the modeling module's global
   (``modeling_llama.apply_rotary_pos_emb``) at each forward; in transformers 5,
   ``use_kernelized_func`` only registers the function for the ``kernels`` package
@@ -70,7 +72,7 @@ FAMILIES: dict[str, _Family] = {
     "codegen": _Family({"apply_rotary_pos_emb": "gptj"}, "table"),
     # vision-language models: the text rotary module has multi-axis sections, the
     # vision tower axial 2-D rope (its own rotary module and apply function)
-    "qwen2_vl": _VL, "qwen2_5_vl": _VL, "qwen3_vl": _VL,
+    "qwen2_vl": _VL, "qwen2_5_vl": _VL, "qwen3_vl": _VL, "qwen3_vl_moe": _VL,
 }
 _PREFIX = "transformers.models."
 
@@ -189,7 +191,10 @@ def patch(model: nn.Module, *, frequencies: str = "model") -> Patch:
     known (``sinpe._transformers.FAMILIES``): the Llama formula, partial rotary
     inside (GPT-NeoX, Phi-3), interleaved pairs (Cohere, GLM), DeepSeek-V3's
     interleaved-in, half-split-out, GPT-J's ``(tensor, sin, cos)`` with its sin/cos
-    table, results cast back to the input's dtype (OLMo).
+    table, results cast back to the input's dtype (OLMo).  Vision-language models
+    (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3-VL-MoE): the text rotary module with its
+    multi-axis sections, and the vision tower's axial rotary module and
+    ``apply_rotary_pos_emb_vision``.
 
     Before it changes anything, ``patch`` checks every swap on random inputs in the
     model's dtype and float32: each replacement apply function gives the original's

@@ -1,4 +1,5 @@
-"""sinpe.torch.patch on tiny random-init vision-language models: Qwen2-VL, Qwen2.5-VL, Qwen3-VL.
+"""sinpe.torch.patch on tiny random-init vision-language models: Qwen2-VL, Qwen2.5-VL,
+Qwen3-VL and Qwen3-VL-MoE.
 
 Each model (text: hidden size 64, 2 layers, head_dim 16 with three position rows
 in sections; vision: hidden size 32, 1-2 blocks, 2x2 patches merged 2x2) reads an
@@ -59,7 +60,8 @@ def rope(sections, **extra):
 
 
 def config(family):
-    """A tiny config of the family (text head_dim 16: 8 frequency pairs in 3 sections)."""
+    """A tiny config of the family (text head_dim 16: 8 frequency pairs in 3 sections;
+    Qwen3-VL-MoE's text model with 4 experts)."""
     if family == "qwen2_vl":
         return transformers.Qwen2VLConfig(
             text_config=dict(TEXT, rope_parameters=rope([2, 3, 3])), **TOKENS,
@@ -71,18 +73,24 @@ def config(family):
             vision_config=dict(PATCHES, depth=2, hidden_size=32, out_hidden_size=64,
                                intermediate_size=64, num_heads=2, window_size=4,
                                fullatt_block_indexes=[1]))
-    return transformers.Qwen3VLConfig(
-        text_config=dict(TEXT, head_dim=16, rope_parameters=rope([4, 2, 2],
-                                                                 mrope_interleaved=True)),
-        **TOKENS, vision_config=dict(PATCHES, depth=2, hidden_size=32, out_hidden_size=64,
-                                     intermediate_size=64, num_heads=2,
-                                     num_position_embeddings=16, deepstack_visual_indexes=[0]))
+    text = dict(TEXT, head_dim=16, rope_parameters=rope([4, 2, 2], mrope_interleaved=True))
+    extra = {}
+    if family == "qwen3_vl_moe":
+        text.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32)
+        extra["experts_implementation"] = "eager"  # torch._grouped_mm has no float64
+    return getattr(transformers, CONFIGS[family])(
+        text_config=text, **TOKENS, **extra,
+        vision_config=dict(PATCHES, depth=2, hidden_size=32, out_hidden_size=64,
+                           intermediate_size=64, num_heads=2, num_position_embeddings=16,
+                           deepstack_visual_indexes=[0]))
 
 
-FAMILIES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"]
+FAMILIES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"]
+CONFIGS = {"qwen3_vl": "Qwen3VLConfig", "qwen3_vl_moe": "Qwen3VLMoeConfig"}
 MODELS = {"qwen2_vl": "Qwen2VLForConditionalGeneration",
           "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
-          "qwen3_vl": "Qwen3VLForConditionalGeneration"}
+          "qwen3_vl": "Qwen3VLForConditionalGeneration",
+          "qwen3_vl_moe": "Qwen3VLMoeForConditionalGeneration"}
 
 
 def modeling(family):

@@ -1,7 +1,8 @@
 """Multi-axis RoPE of vision-language models in sinpe.torch, against transformers 5.23.
 
 * Sections: sinpe.torch.RotaryEmbedding finds those of Qwen2-VL's, Qwen2.5-VL's
-  (contiguous ``mrope_section``) and Qwen3-VL's (interleaved) text rotary modules
+  (contiguous ``mrope_section``), Qwen3-VL's and Qwen3-VL-MoE's (interleaved) text
+  rotary modules
   by calling them, and refuses one whose rows neither rule gives.
 * Values: its ``(cos, sin)`` for position_ids of shape ``(3, B, L)`` (and ``(B,
   L)``, ``(1, B, L)``, a decoding step) are, bit for bit, ``rope_cache`` with
@@ -62,10 +63,18 @@ def qwen3_vl():
                          "mrope_section": [24, 20, 20]})
 
 
+def qwen3_vl_moe():
+    return transformers.Qwen3VLMoeTextConfig(
+        hidden_size=2048, num_attention_heads=32, head_dim=128, max_position_embeddings=262144,
+        rope_parameters={"rope_type": "default", "rope_theta": 5e6, "mrope_interleaved": True,
+                         "mrope_section": [24, 20, 20]})
+
+
 TEXT = {
     "qwen2_vl": ("Qwen2VLRotaryEmbedding", qwen2_vl, (16, 24, 24), "contiguous"),
     "qwen2_5_vl": ("Qwen2_5_VLRotaryEmbedding", qwen2_5_vl, (16, 24, 24), "contiguous"),
     "qwen3_vl": ("Qwen3VLTextRotaryEmbedding", qwen3_vl, (24, 20, 20), "interleaved"),
+    "qwen3_vl_moe": ("Qwen3VLMoeTextRotaryEmbedding", qwen3_vl_moe, (24, 20, 20), "interleaved"),
 }
 
 
@@ -102,7 +111,8 @@ def test_the_sections_are_the_modules(family):
     assert _vl_rotary.config_sections(config, 128) == (sections, layout)
     # a whole VL config stands for its text config
     whole = {"qwen2_vl": transformers.Qwen2VLConfig, "qwen2_5_vl": transformers.Qwen2_5_VLConfig,
-             "qwen3_vl": transformers.Qwen3VLConfig}[family](text_config=config.to_dict())
+             "qwen3_vl": transformers.Qwen3VLConfig,
+             "qwen3_vl_moe": transformers.Qwen3VLMoeConfig}[family](text_config=config.to_dict())
     assert st.RotaryEmbedding(whole).sections == sections
 
 
@@ -322,7 +332,7 @@ def qkv_views(patches, heads, width, dtype, generator):
     return fused.reshape(patches, 3, heads, width).permute(1, 0, 2, 3).unbind(0)[:2]
 
 
-@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"])
 def test_apply_rotary_pos_emb_vision_gives_hfs_bits(family, monkeypatch):
     hf_apply = modeling(family).apply_rotary_pos_emb_vision
     generator = torch.Generator().manual_seed(0)
