@@ -61,10 +61,9 @@ def rotary_module_cases(quick: bool, blocks_in_turn: Callable[..., Dict[str, flo
                                           "high_freq_factor": 4.0,
                                           "original_max_position_embeddings": 8192})
     hf = llama.LlamaRotaryEmbedding(config)
-    vl_config = Qwen2VLTextConfig(hidden_size=3584, num_attention_heads=28,
-                                  max_position_embeddings=32768,
-                                  rope_parameters={"rope_type": "default", "rope_theta": 1e6,
-                                                   "mrope_section": [16, 24, 24]})
+    vl_config: Any = Qwen2VLTextConfig(  # Qwen2-VL 7B's text rope
+        hidden_size=3584, num_attention_heads=28, max_position_embeddings=32768,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [16, 24, 24]})
     vl_hf = qwen2_vl.Qwen2VLRotaryEmbedding(vl_config)
     results = []
     all_threads = sinpe.get_num_threads()
@@ -80,24 +79,19 @@ def rotary_module_cases(quick: bool, blocks_in_turn: Callable[..., Dict[str, flo
                 t0 = time.perf_counter()
                 module(x, torch.tensor([[0]]))  # makes the table (131072 positions)
                 first = time.perf_counter() - t0
-                for label, kind in CASES:
-                    position_ids = (torch.tensor([[2047]]) if kind == "decode"
-                                    else torch.arange(2048)[None])
-                    times = blocks_in_turn({
-                        "sinpe": lambda ids=position_ids: module(x, ids),
-                        "hf": lambda ids=position_ids: hf(x, ids),
-                    }, rounds, seconds)
-                    results.append({"case": f"{label} {dtype_name}", "threads": threads,
-                                    "times": times, "first_call": first})
-                vl_module = st.RotaryEmbedding(vl_config)
-                for label, kind in VL_CASES:
-                    position_ids = _vl_positions(kind)
-                    times = blocks_in_turn({
-                        "sinpe": lambda ids=position_ids: vl_module(x, ids),
-                        "hf": lambda ids=position_ids: vl_hf(x, ids),
-                    }, rounds, seconds)
-                    results.append({"case": f"{label} {dtype_name}", "threads": threads,
-                                    "times": times, "first_call": None})
+                cases = [(label, torch.tensor([[2047]]) if kind == "decode"
+                          else torch.arange(2048)[None]) for label, kind in CASES]
+                vl_cases = [(label, _vl_positions(kind)) for label, kind in VL_CASES]
+                for rows, sinpe_module, hf_module, made in (
+                        (cases, module, hf, first),
+                        (vl_cases, st.RotaryEmbedding(vl_config), vl_hf, None)):
+                    for label, position_ids in rows:
+                        times = blocks_in_turn({
+                            "sinpe": lambda m=sinpe_module, ids=position_ids: m(x, ids),
+                            "hf": lambda m=hf_module, ids=position_ids: m(x, ids),
+                        }, rounds, seconds)
+                        results.append({"case": f"{label} {dtype_name}", "threads": threads,
+                                        "times": times, "first_call": made})
     finally:
         sinpe.set_num_threads(all_threads)
         torch.set_num_threads(torch_threads)

@@ -177,7 +177,7 @@ class AxialRotary:
             raise ValueError(f"{type(module).__name__} has no original_inv_freq and config: "
                              "not a transformers axial rotary module")
         if buffer.dtype is not torch.float32:  # cast by model.to(dtype)
-            buffer = getattr(type(module), "compute_axial_rope_parameters")(config)[0]
+            buffer = cast(Any, type(module)).compute_axial_rope_parameters(config)[0]
         freq = buffer.detach().to("cpu", torch.float64).numpy()
         if frequencies == "exact":
             theta = float(config.rope_parameters["rope_theta"])

@@ -38,10 +38,12 @@ import contextlib
 import copy
 
 import pytest
-from conftest import bits, require, require_module, require_torch
+from conftest import require, require_module, require_torch
 
 torch = require_torch()
 transformers = require("transformers")
+from test_patch import floor, gap, one_thread, same  # noqa: E402,F401 (one_thread: autouse)
+
 import sinpe  # noqa: E402
 import sinpe.torch as st  # noqa: E402
 
@@ -170,15 +172,6 @@ def float64_vision_apply(family):
         source.apply_rotary_pos_emb_vision = original
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models: torch's second thread only costs."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module", params=FAMILIES)
 def run(request):
     """HF's model, its exact float64 reference, and the same model patched then undone,
@@ -212,19 +205,11 @@ def run(request):
                 undone=undone, handle=handle, hf_apply=hf_apply, calls=len(calls))
 
 
-def same(a, b) -> bool:
-    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(bits(torch, a), bits(torch, b))
-
-
-def gap(a, b) -> float:
-    return float((a.double() - b.double()).abs().max())
-
-
 def test_patched_logits_are_as_close_to_exact_as_hfs(run):
     hf_error = gap(run["hf"], run["reference"])
     patched_error = gap(run["patched"], run["reference"])
-    floor = 2 * torch.finfo(torch.float32).eps * float(run["reference"].abs().max())
-    assert patched_error <= 2 * hf_error + floor, (patched_error, hf_error)
+    bound = 2 * hf_error + floor(run["reference"], torch.float32)
+    assert patched_error <= bound, (patched_error, hf_error)
     assert not same(run["patched"], run["hf"])  # the caches did change
 
 
@@ -273,9 +258,8 @@ def test_decoding_with_a_kv_cache_gives_the_full_forwards_logits(family):
         hf_decoded, hf_full = decode(model, feed, prompt)
         with st.patch(model):
             patched_decoded, patched_full = decode(model, feed, prompt)
-    floor = 2 * torch.finfo(torch.float32).eps * float(patched_full.abs().max())
     hf_gap, patched_gap = gap(hf_decoded, hf_full), gap(patched_decoded, patched_full)
-    assert patched_gap <= 2 * hf_gap + floor, (patched_gap, hf_gap)
+    assert patched_gap <= 2 * hf_gap + floor(patched_full, torch.float32), (patched_gap, hf_gap)
 
 
 def test_refuses_caches_of_other_sections(monkeypatch):

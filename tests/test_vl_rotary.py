@@ -104,7 +104,7 @@ def thw(start, length, batch=1):
 
 @pytest.mark.parametrize("family", list(TEXT))
 def test_the_sections_are_the_modules(family):
-    hf, module, config = text(family)
+    _, module, config = text(family)
     _, _, sections, layout = TEXT[family]
     assert (module.sections, module.sections_layout) == (sections, layout)
     # without transformers' module: the config's keys say the same
