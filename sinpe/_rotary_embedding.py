@@ -274,6 +274,10 @@ class RotaryEmbedding(nn.Module):
         if not isinstance(params, dict) or not params:
             raise ValueError(f"config ({type(config).__name__}) has no rope_parameters (got "
                              f"{params!r}): the model has no rotary embedding")
+        if params.get("rope_type") == "axial":
+            raise ValueError(f"config ({type(config).__name__}) is a vision tower's, whose rope "
+                             "type 'axial' RotaryEmbedding does not serve (it serves text rotary "
+                             "modules); sinpe.torch.patch(model) replaces the vision tower's")
         per_type = [key for key, value in params.items()
                     if isinstance(value, dict) or (value is None and key.endswith("attention"))]
         per_type = per_type if len(per_type) == len(params) else []

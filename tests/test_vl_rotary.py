@@ -386,6 +386,8 @@ def test_bad_position_ids_raise():
         st.rope_cache(None, 16, positions=torch.zeros(3, 1, 4), sections=(2, 3, 2))
     with pytest.raises(ValueError, match="sections_layout is given without sections"):
         st.rope_cache(None, 16, positions=torch.zeros(1, 4), sections_layout="interleaved")
+    with pytest.raises(ValueError, match="vision tower's.*'axial'"):
+        st.RotaryEmbedding(transformers.Qwen2VLVisionConfig())
 
 
 if __name__ == "__main__":
