@@ -1,12 +1,17 @@
 """``python -m sinpe.bench --rope``'s rotary-module rows: sinpe.torch.RotaryEmbedding
-against transformers' own LlamaRotaryEmbedding, both called as a model calls them.
+against transformers' own rotary modules, both called as a model calls them.
 
 The cases are a decoding step (one position, batch 1) and a 2048-token prefill, for
 a Llama 3.1 config (head_dim 128, ``llama3`` rope, max_position_embeddings 131072)
-with float32 and bfloat16 hidden states, on one thread and on all.  sinpe's table is
-made by the warm-up call (its one-time cost is reported apart, ``first call``); the
-timed calls are what every later forward costs.  The contenders are timed in blocks
-of calls taken in turn (sinpe/_bench_hot.py), medians.
+against LlamaRotaryEmbedding, and for a Qwen2-VL 7B text config (multi-axis RoPE:
+``mrope_section`` [16, 24, 24], position_ids of shape (3, 1, L)) against
+Qwen2VLRotaryEmbedding: a decoding step (a text token: its three positions alike)
+and 2048 tokens holding a 32 x 32 image (distinct time, height and width
+positions), with float32 and bfloat16 hidden states, on one thread and on all.
+sinpe's table is made by the warm-up call (its one-time cost is reported apart,
+``first call``; multi-axis caches keep no table); the timed calls are what every
+later forward costs.  The contenders are timed in blocks of calls taken in turn
+(sinpe/_bench_hot.py), medians.
 """
 from __future__ import annotations
 
@@ -17,7 +22,23 @@ import sinpe
 
 # (label, positions: decode = the one position 2047, prefill = 0 .. 2047)
 CASES = [("decode step", "decode"), ("prefill 2048", "prefill")]
+# Qwen2-VL (label, positions: decode = (3, 1, 1) at 2047, image = text, a 32 x 32 image, text)
+VL_CASES = [("M-RoPE decoding step", "decode"), ("M-RoPE 2048 with an image", "image")]
 DTYPES = ["float32", "bfloat16"]
+
+
+def _vl_positions(kind: str) -> Any:
+    """Qwen2-VL's (3, 1, L) position_ids of a case."""
+    import torch
+
+    if kind == "decode":
+        return torch.full((3, 1, 1), 2047)
+    text, grid = 100, 32
+    steps = torch.arange(grid * grid)
+    image = torch.stack([torch.full_like(steps, text), text + steps // grid, text + steps % grid])
+    after = text + grid + torch.arange(2048 - text - grid * grid)
+    rows = [torch.cat([torch.arange(text), image[axis], after]) for axis in range(3)]
+    return torch.stack(rows)[:, None, :]
 
 
 def rotary_module_cases(quick: bool, blocks_in_turn: Callable[..., Dict[str, float]]
@@ -26,8 +47,9 @@ def rotary_module_cases(quick: bool, blocks_in_turn: Callable[..., Dict[str, flo
     ``blocks_in_turn`` (sinpe/_bench_hot.py's); [] without transformers."""
     try:
         import torch
-        from transformers import LlamaConfig
+        from transformers import LlamaConfig, Qwen2VLTextConfig
         from transformers.models.llama import modeling_llama as llama
+        from transformers.models.qwen2_vl import modeling_qwen2_vl as qwen2_vl
     except ImportError:
         return []
     import sinpe.torch as st
@@ -39,6 +61,10 @@ def rotary_module_cases(quick: bool, blocks_in_turn: Callable[..., Dict[str, flo
                                           "high_freq_factor": 4.0,
                                           "original_max_position_embeddings": 8192})
     hf = llama.LlamaRotaryEmbedding(config)
+    vl_config: Any = Qwen2VLTextConfig(  # Qwen2-VL 7B's text rope
+        hidden_size=3584, num_attention_heads=28, max_position_embeddings=32768,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [16, 24, 24]})
+    vl_hf = qwen2_vl.Qwen2VLRotaryEmbedding(vl_config)
     results = []
     all_threads = sinpe.get_num_threads()
     torch_threads = torch.get_num_threads()
@@ -53,15 +79,19 @@ def rotary_module_cases(quick: bool, blocks_in_turn: Callable[..., Dict[str, flo
                 t0 = time.perf_counter()
                 module(x, torch.tensor([[0]]))  # makes the table (131072 positions)
                 first = time.perf_counter() - t0
-                for label, kind in CASES:
-                    position_ids = (torch.tensor([[2047]]) if kind == "decode"
-                                    else torch.arange(2048)[None])
-                    times = blocks_in_turn({
-                        "sinpe": lambda ids=position_ids: module(x, ids),
-                        "hf": lambda ids=position_ids: hf(x, ids),
-                    }, rounds, seconds)
-                    results.append({"case": f"{label} {dtype_name}", "threads": threads,
-                                    "times": times, "first_call": first})
+                cases = [(label, torch.tensor([[2047]]) if kind == "decode"
+                          else torch.arange(2048)[None]) for label, kind in CASES]
+                vl_cases = [(label, _vl_positions(kind)) for label, kind in VL_CASES]
+                for rows, sinpe_module, hf_module, made in (
+                        (cases, module, hf, first),
+                        (vl_cases, st.RotaryEmbedding(vl_config), vl_hf, None)):
+                    for label, position_ids in rows:
+                        times = blocks_in_turn({
+                            "sinpe": lambda m=sinpe_module, ids=position_ids: m(x, ids),
+                            "hf": lambda m=hf_module, ids=position_ids: m(x, ids),
+                        }, rounds, seconds)
+                        results.append({"case": f"{label} {dtype_name}", "threads": threads,
+                                        "times": times, "first_call": made})
     finally:
         sinpe.set_num_threads(all_threads)
         torch.set_num_threads(torch_threads)
@@ -73,8 +103,9 @@ def print_rotary_module(results: List[Dict[str, Any]], file: Any) -> None:
         print("RotaryEmbedding: transformers is not installed", file=file)
         return
     print("\nsinpe.torch.RotaryEmbedding vs transformers' LlamaRotaryEmbedding (Llama 3.1 "
-          "config, head_dim 128), forward only; medians of blocks taken in turn; first call = "
-          "sinpe's table of 131072 positions, made once", file=file)
+          "config, head_dim 128) and Qwen2VLRotaryEmbedding (M-RoPE: Qwen2-VL 7B text config, "
+          "position_ids (3, 1, L)), forward only; medians of blocks taken in turn; first call "
+          "= sinpe's table of 131072 positions, made once (M-RoPE: no table)", file=file)
     from sinpe.bench import _format_time
 
     rows = [["case", "threads", "RotaryEmbedding", "HF", "sinpe / HF", "first call"]]
@@ -82,7 +113,7 @@ def print_rotary_module(results: List[Dict[str, Any]], file: Any) -> None:
         t = r["times"]
         rows.append([r["case"], str(r["threads"]), _format_time(t["sinpe"]),
                      _format_time(t["hf"]), f"{t['sinpe'] / t['hf']:.2f}x",
-                     _format_time(r["first_call"])])
+                     "-" if r["first_call"] is None else _format_time(r["first_call"])])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for n, row in enumerate(rows):
         print(" | ".join(c.ljust(w) for c, w in zip(row, widths)), file=file)

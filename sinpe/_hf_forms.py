@@ -21,6 +21,10 @@ rotated element once on the CPU and torch's expression runs elsewhere:
   (``apply_rotary_pos_emb_interleave`` of DeepSeek-V3 with ``rope_interleave``).
 - ``gptj``: ``(tensor, sin, cos)`` with half-width caches repeated pairwise
   (GPT-J, CodeGen).
+- ``vision``: ``apply_rotary_pos_emb_vision(q, k, cos, sin)`` of the vision towers
+  of Qwen2-VL, Qwen2.5-VL and Qwen3-VL: in float32, cast back
+  (:func:`sinpe.torch.apply_rotary_pos_emb_vision` itself).  Their text models use
+  ``llama``: their multi-axis sections are in the rotary module's caches.
 
 sinpe.torch.patch swaps these in only after checking, on a random input, that
 they give the original function's result bit for bit.  Nothing here imports
@@ -36,9 +40,11 @@ from sinpe._torch_rotary import (
     _hf_partial,
     _hf_rotation,
     apply_rotary_pos_emb,
+    apply_rotary_pos_emb_vision,
 )
 
 llama = apply_rotary_pos_emb
+vision = apply_rotary_pos_emb_vision
 
 
 def neox(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,

@@ -57,6 +57,12 @@ def _probes(form: str, dtype: torch.dtype, device: torch.device
     pairs = {(x, c) for x in (dtype, torch.float32) for c in (x, torch.float32)}
     widths = (16, 8) if form in ("neox", "glm", "gptj") else (16,)
     for x_dtype, cache_dtype in sorted(pairs, key=str):
+        if form == "vision":  # (N, H, D) views of the fused qkv projection, (N, D) caches
+            for patches in (7, 1):
+                qkv = randn((patches, 3, 3, 16), x_dtype).permute(1, 0, 2, 3).unbind(0)
+                caches = [randn((patches, 16), cache_dtype) for _ in range(2)]
+                yield (qkv[0], qkv[1], *caches)
+            continue
         for batch, length in ((2, 5), (1, 1)):  # a prefill, a decoding step
             for width in widths:
                 caches = [randn((batch, length, width), cache_dtype) for _ in range(2)]
@@ -94,7 +100,8 @@ def check_function(family: str, qualname: str, original: Callable[..., Any],
 def _tolerance(positions: torch.Tensor, inv_freq: torch.Tensor, scaling: float,
                dtype: torch.dtype) -> torch.Tensor:
     """How far HF's caches may be from exact ones of the same frequencies, per position
-    (broadcasting against the caches' last axis).  HF rounds the angle ``p * w`` to
+    (``positions``: the largest of each cache row, broadcasting against the caches'
+    last axis).  HF rounds the angle ``p * w`` to
     float32 (at most ``2**-24 * p * w``), takes float32 cos/sin (within 1 ulp: 2**-23)
     and rounds the product by the attention factor ``s`` (2**-24 relative); each side
     rounds to the output dtype (half an ulp of values up to ``s``: ``s * eps``)."""
@@ -136,7 +143,6 @@ def check_rotary(family: str, name: str, module: nn.Module,
     layer_types = sorted(set(getattr(module, "layer_types", None) or [])) if takes_layer else []
     for layer_type in layer_types or [None]:
         count = _unswitched_positions(module, layer_type)
-        positions = torch.stack([torch.arange(count), torch.arange(count).flip(0)]).to(device)
         prefix = "" if layer_type is None else f"{layer_type}_"
         inv_freq = getattr(reference, f"{prefix}inv_freq", None)
         scaling = getattr(reference, f"{prefix}attention_scaling", None)
@@ -144,26 +150,56 @@ def check_rotary(family: str, name: str, module: nn.Module,
             raise _refuse(family, what, f"has no {prefix}inv_freq and {prefix}attention_scaling "
                           "to check sinpe's caches against")
         extra = () if layer_type is None else (layer_type,)
-        for dtype in (torch.float32, torch.bfloat16):
-            x = torch.zeros((2, count, 8), dtype=dtype, device=device)
-            with torch.no_grad():
-                want = reference(x, positions, *extra)
-                try:
-                    got = forward(x, positions, *extra)
-                except Exception as exc:
-                    raise _refuse(family, what, f"cannot be stood in for by sinpe's rotary "
-                                  f"module (it raised {exc!r})") from exc
-            if not (isinstance(got, tuple) and len(got) == 2 and isinstance(want, tuple)
-                    and len(want) == 2):
-                raise _refuse(family, what, "does not return (cos, sin) as sinpe's does")
-            for g, w, part in zip(got, want, ("cos", "sin")):
-                if g.shape != w.shape or g.dtype != w.dtype or g.device != w.device:
-                    raise _refuse(family, what, f"gives {part} of shape {tuple(w.shape)}, "
-                                  f"{w.dtype}, where sinpe's gives {tuple(g.shape)}, {g.dtype}")
-                bound = _tolerance(positions, inv_freq, float(scaling), w.dtype)
-                if not bool(((g.double() - w.double()).abs() <= bound).all()):
-                    raise _refuse(family, what, f"gives {part} that sinpe's caches do not "
-                                  "reproduce (other frequencies, layout or scaling)")
+        for positions, largest in _check_positions(module, count, device):
+            for dtype in (torch.float32, torch.bfloat16):
+                x = torch.zeros((*largest.shape, 8), dtype=dtype, device=device)
+                with torch.no_grad():
+                    want = reference(x, positions, *extra)
+                    try:
+                        got = forward(x, positions, *extra)
+                    except Exception as exc:
+                        raise _refuse(family, what, f"cannot be stood in for by sinpe's rotary "
+                                      f"module (it raised {exc!r})") from exc
+                why = _caches_differ(got, want, largest, inv_freq, float(scaling))
+                if why:
+                    raise _refuse(family, what, why)
+
+
+def _check_positions(module: nn.Module, count: int, device: torch.device
+                     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The position_ids a rotary module is checked on, each with the largest position of
+    each cache row: ``(B, L)`` (every module: two rows, one reversed); for a
+    vision-language text module (``mrope_section``) also ``(3, B, L)`` with different
+    time, height and width positions; for an axial vision module (rope type "axial")
+    only ``(N, 2)``, each patch's row and column."""
+    steps = torch.arange(count)
+    if getattr(module, "rope_type", None) == "axial":
+        patches = torch.stack([steps // 7, steps % 7 + steps // 5], dim=1).to(device)
+        return [(patches, patches.amax(-1))]
+    text = torch.stack([steps, steps.flip(0)]).to(device)
+    checks = [(text, text)]
+    if getattr(module, "mrope_section", None) is not None:
+        rows = torch.stack([text, text // 3 + 1, text.flip(-1) // 2 + 2])
+        checks.append((rows, rows.amax(0)))
+    return checks
+
+
+def _caches_differ(got: Any, want: Any, largest: torch.Tensor, inv_freq: torch.Tensor,
+                   scaling: float) -> str:
+    """Why sinpe's ``(cos, sin)`` do not stand for HF's (at positions whose largest per
+    cache row is ``largest``), or ""."""
+    if not (isinstance(got, tuple) and len(got) == 2 and isinstance(want, tuple)
+            and len(want) == 2):
+        return "does not return (cos, sin) as sinpe's does"
+    for g, w, part in zip(got, want, ("cos", "sin")):
+        if g.shape != w.shape or g.dtype != w.dtype or g.device != w.device:
+            return (f"gives {part} of shape {tuple(w.shape)}, {w.dtype}, where sinpe's gives "
+                    f"{tuple(g.shape)}, {g.dtype}")
+        bound = _tolerance(largest, inv_freq, scaling, w.dtype)
+        if not bool(((g.double() - w.double()).abs() <= bound).all()):
+            return (f"gives {part} that sinpe's caches do not reproduce (other frequencies, "
+                    "sections, layout or scaling)")
+    return ""
 
 
 def check_table(family: str, name: str, old: torch.Tensor, new: torch.Tensor) -> None:

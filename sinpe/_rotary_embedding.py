@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 import sinpe
+from sinpe import _vl_rotary as _vl
 from sinpe._rope_types import rope_frequencies
 
 _base: Any = None  # sinpe.torch, set by sinpe.torch
@@ -51,16 +52,24 @@ def rope_cache(
     scale: float = 1.0,
     dtype: Optional[torch.dtype] = None,
     device: Any = None,
+    sections: object = None,
+    sections_layout: Optional[str] = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """RoPE caches ``(cos, sin)`` as tensors: ``sinpe.rope`` for PyTorch.
 
     Arguments as ``sinpe.rope`` (``n`` defaults to 10000 unless ``freq`` is
-    given, ``offset`` to 0; ``positions`` and ``freq`` may be tensors or
-    arrays): rows are positions ``offset .. offset + L - 1``, or ``positions``
-    (``L`` None; each result then has shape ``positions.shape + (d,)``); each
-    value is ``cos(p * w)`` or ``sin(p * w)`` with the angle in double, times
-    ``scale`` in double, rounded once to ``dtype`` (float16, bfloat16, float32
-    or float64; default torch's default dtype).
+    given, ``offset`` to 0; ``positions``, ``freq`` and ``sections`` may be
+    tensors or arrays): rows are positions ``offset .. offset + L - 1``, or
+    ``positions`` (``L`` None; each result then has shape ``positions.shape +
+    (d,)``); each value is ``cos(p * w)`` or ``sin(p * w)`` with the angle in
+    double, times ``scale`` in double, rounded once to ``dtype`` (float16,
+    bfloat16, float32 or float64; default torch's default dtype).
+
+    With ``sections`` (multi-axis RoPE, as ``sinpe.rope``: Qwen2-VL's
+    ``mrope_section``, ``sections_layout="interleaved"`` for Qwen3-VL's) the
+    positions lead with one row per section (HF's ``position_ids`` of shape
+    ``(3, B, L)``), each frequency pair takes its angle from its section's row,
+    and the results have shape ``positions.shape[1:] + (d,)``.
 
     ``device`` defaults to torch's default device.  The kernel writes the
     caches into a new CPU tensor's own memory; they are moved to any other
@@ -85,11 +94,15 @@ def rope_cache(
         rows["positions"] = np.asarray(_host_array(positions, "positions"))
     if offset is not None:
         rows["offset"] = offset
-    # sinpe's own checks and messages, on calls of 0 columns' work: the columns'
-    # arguments on no rows, then L (or the positions) on a width-2 float16 cache
-    first: dict[str, Any] = {} if offset is None else {"offset": offset}
-    sinpe.rope(0 if L is None else _zero_like(L), d, **columns, **first)
-    shape_rows = sinpe.rope(L, 2, **rows, dtype=np.float16)[0].shape[:-1]
+    if sections is not None or sections_layout is not None:
+        rows.update(_section_kwargs(sections, sections_layout))
+        shape_rows = _section_rows(L, d, columns, rows)
+    else:
+        # sinpe's own checks and messages, on calls of 0 columns' work: the columns'
+        # arguments on no rows, then L (or the positions) on a width-2 float16 cache
+        first: dict[str, Any] = {} if offset is None else {"offset": offset}
+        sinpe.rope(0 if L is None else _zero_like(L), d, **columns, **first)
+        shape_rows = sinpe.rope(L, 2, **rows, dtype=np.float16)[0].shape[:-1]
     shape = (*shape_rows, operator.index(d))
     target = device if device.type == "meta" else torch.device("cpu")
     cos, sin = _base._empty(shape, dtype, target), _base._empty(shape, dtype, target)
@@ -97,6 +110,37 @@ def rope_cache(
         view = _base._kernel_view
         sinpe.rope(L, d, **columns, **rows, out=(view(cos), view(sin)))
     return _base._moved(cos, device), _base._moved(sin, device)
+
+
+def _section_kwargs(sections: object, sections_layout: Optional[str]) -> dict[str, Any]:
+    """``sections`` (a list, for a tensor or an array; as given otherwise, for sinpe's
+    checks) and ``sections_layout`` if given."""
+    from sinpe._torch_rotary import _host_sections
+
+    if isinstance(sections, np.ndarray):
+        sections = sections.tolist()
+    given: dict[str, Any] = {"sections": _host_sections(sections)}
+    if sections_layout is not None:
+        given["sections_layout"] = sections_layout
+    return given
+
+
+def _section_rows(L: Any, d: int, columns: dict[str, Any], rows: dict[str, Any]
+                  ) -> tuple[int, ...]:
+    """The rows' shape of caches with sections (``rows``: the positions and sections),
+    after sinpe's own checks and messages on calls of no columns' work: everything
+    but the positions' values on no rows (each section's row cut to length 0), then
+    the values on a width-2 float16 cache whose one pair takes the first row."""
+    positions, sections = rows.get("positions"), rows.get("sections")
+    if (positions is None or L is not None or positions.ndim == 0
+            or not isinstance(sections, (list, tuple)) or len(sections) != positions.shape[0]):
+        sinpe.rope(L, d, **columns, **rows)  # sinpe's error, raised before any work
+    assert positions is not None
+    empty = positions.reshape(positions.shape[0], -1)[:, :0]
+    sinpe.rope(None, d, **columns, **dict(rows, positions=empty))
+    first = (1,) + (0,) * (positions.shape[0] - 1)
+    one = sinpe.rope(None, 2, positions=positions, sections=first, dtype=np.float16)
+    return tuple(one[0].shape[:-1])
 
 
 def _zero_like(L: Any) -> Any:
@@ -169,11 +213,25 @@ class RotaryEmbedding(nn.Module):
     ``attention_scaling`` are there to read (one layer type).
     :meth:`from_module` builds it from a transformers module itself.
 
+    Multi-axis RoPE (vision-language text models: Qwen2-VL's and Qwen2.5-VL's
+    ``mrope_section``, Qwen3-VL's interleaved one; a whole VL config stands for
+    its ``text_config``): ``forward(x, position_ids)`` takes ``position_ids`` of
+    shape ``(3, B, L)`` (time, height and width positions; ``(B, L)`` counts for
+    all three, as transformers broadcasts it) and returns ``(cos, sin)`` of shape
+    ``(B, L, r)``, each frequency pair's angle exact from its section's row: the
+    model's ``recomposition_frequencies`` done by one kernel call
+    (``sinpe.rope(..., sections=)``: per call, which on a decoding step costs
+    less than gathering sections from kept tables).  ``sections`` and
+    ``sections_layout`` say which (None for single-axis modules); they are
+    those of the family's module, seen by calling it (else the config's
+    ``mrope_section`` and ``mrope_interleaved``).
+
     Raises ``TypeError``/``ValueError`` for a config it cannot serve (no
     ``rope_parameters``, an unknown rope type or bad values, as
-    :func:`sinpe.rope_frequencies`), and in ``forward`` for a non-tensor or
-    boolean ``position_ids``, an unsupported ``x.dtype``, a layer type the
-    module does not have, or positions past ``sinpe.MAX_POSITION``.
+    :func:`sinpe.rope_frequencies`; sections sinpe's rules cannot give), and in
+    ``forward`` for a non-tensor or boolean ``position_ids``, an unsupported
+    ``x.dtype``, a layer type the module does not have, positions past
+    ``sinpe.MAX_POSITION``, or multi-axis ``position_ids`` of another shape.
     """
 
     def __init__(self, config: Any, device: Any = None, *, frequencies: str = "model",
@@ -183,6 +241,7 @@ class RotaryEmbedding(nn.Module):
         _check_choice(frequencies, "frequencies", _FREQUENCIES)
         if device is not None:
             _base._device(device)
+        config = _text_config(config)
         hf = _family_module(config)
         self._setup(config, hf, frequencies, layer_type, layout, output_dtype)
 
@@ -210,10 +269,15 @@ class RotaryEmbedding(nn.Module):
     def _setup(self, config: Any, hf: Optional[nn.Module], frequencies: str,
                layer_type: Optional[str], layout: Optional[str],
                output_dtype: Optional[torch.dtype]) -> None:
+        config = _text_config(config)
         params = getattr(config, "rope_parameters", None)
         if not isinstance(params, dict) or not params:
             raise ValueError(f"config ({type(config).__name__}) has no rope_parameters (got "
                              f"{params!r}): the model has no rotary embedding")
+        if params.get("rope_type") == "axial":
+            raise ValueError(f"config ({type(config).__name__}) is a vision tower's, whose rope "
+                             "type 'axial' RotaryEmbedding does not serve (it serves text rotary "
+                             "modules); sinpe.torch.patch(model) replaces the vision tower's")
         per_type = [key for key, value in params.items()
                     if isinstance(value, dict) or (value is None and key.endswith("attention"))]
         per_type = per_type if len(per_type) == len(params) else []
@@ -237,6 +301,12 @@ class RotaryEmbedding(nn.Module):
         _check_choice(self.layout, "layout", ("concatenated", "interleaved"))
         self.output_dtype = (_base._check_dtype(output_dtype) if output_dtype is not None
                              else seen_dtype)
+        # multi-axis RoPE (Qwen2-VL's, Qwen3-VL's): the sections the family's module uses
+        width = 2 * len(first.freq)
+        self.sections, self.sections_layout = (
+            (None, None) if len(types) != 1 or types[0] is not None
+            else _vl.module_sections(hf, width, self.layout) if hf is not None
+            else _vl.config_sections(config, width))
 
     # -- what HF's module has
 
@@ -278,8 +348,11 @@ class RotaryEmbedding(nn.Module):
     def extra_repr(self) -> str:
         width = 2 * len(next(iter(self._rotaries.values())).freq)
         dtype = "x.dtype" if self.output_dtype is None else str(self.output_dtype)
+        sections = ("" if self.sections is None else
+                    f", sections={self.sections}, sections_layout={self.sections_layout!r}")
         return (f"rope_type={self.rope_type!r}, rotary_dim={width}, "
-                f"frequencies={self.frequencies!r}, layout={self.layout!r}, dtype={dtype}")
+                f"frequencies={self.frequencies!r}, layout={self.layout!r}, dtype={dtype}"
+                + sections)
 
     # -- forward
 
@@ -299,6 +372,8 @@ class RotaryEmbedding(nn.Module):
                             f"{type(position_ids).__name__}")
         if position_ids.dtype is torch.bool or position_ids.is_complex():
             raise TypeError(f"position_ids must be integer or real, got {position_ids.dtype}")
+        if self.sections is not None:
+            return self._forward_sections(rotary, position_ids, dtype, x.device)
         device = x.device
         count = position_ids.numel()
         if count == 0:
@@ -329,6 +404,26 @@ class RotaryEmbedding(nn.Module):
         # indexing and slices cost more for one position and for 2048)
         return torch.embedding(cos_table, ids), torch.embedding(sin_table, ids)
 
+    def _forward_sections(self, rotary: _Rotary, position_ids: torch.Tensor,
+                          dtype: torch.dtype, device: torch.device
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Multi-axis RoPE: ``(cos, sin)`` of shape ``(B, L, r)`` for ``position_ids`` of
+        shape ``(3, B, L)`` (or ``(B, L)``, every axis alike, as transformers' modules
+        broadcast them), computed for the call (see :func:`sinpe._vl_rotary.section_caches`)."""
+        assert self.sections is not None and self.sections_layout is not None
+        ids = _vl.broadcast_rows(position_ids)
+        freq, scaling = rotary.freq, rotary.scaling
+        if rotary.rope_type in ("dynamic", "longrope") and ids.numel():
+            low, high = torch.aminmax(ids)
+            lo, hi = low.item(), high.item()
+            if not -sinpe.MAX_POSITION <= lo <= hi <= sinpe.MAX_POSITION:
+                raise ValueError(f"position_ids must lie within +-sinpe.MAX_POSITION = "
+                                 f"{sinpe.MAX_POSITION}, got {lo} .. {hi}")
+            with self._lock:
+                _, freq, scaling = rotary.select(hi + 1)  # HF's max(position_ids) + 1
+        return _vl.section_caches(ids, freq, scaling, self.sections, self.sections_layout,
+                                  self.layout, dtype, device)
+
     def _rotary_of(self, layer_type: Optional[str]) -> _Rotary:
         if layer_type is None or not self._per_type:
             if self._per_type:
@@ -343,6 +438,17 @@ class RotaryEmbedding(nn.Module):
         except KeyError:
             raise ValueError(f"layer_type={layer_type!r} is not among this module's layer "
                              f"types: {list(self._rotaries)}") from None
+
+
+def _text_config(config: Any) -> Any:
+    """A vision-language model's text config for its whole config (Qwen2-VL's top-level
+    config has no rope_parameters, its text_config has them); any other config as is."""
+    if getattr(config, "rope_parameters", None) is None:
+        get_text_config = getattr(config, "get_text_config", None)
+        text = get_text_config() if callable(get_text_config) else None
+        if text is not None and text is not config and getattr(text, "rope_parameters", None):
+            return text
+    return config
 
 
 def _check_choice(value: Any, name: str, choices: tuple[str, ...]) -> None:

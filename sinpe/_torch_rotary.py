@@ -1,5 +1,6 @@
-"""sinpe.torch's rotary position embeddings (RoPE): ``rope_``, ``rope`` and
-``apply_rotary_pos_emb``, which :mod:`sinpe.torch` re-exports (use them from there).
+"""sinpe.torch's rotary position embeddings (RoPE): ``rope_``, ``rope``,
+``apply_rotary_pos_emb`` and ``apply_rotary_pos_emb_vision``, which
+:mod:`sinpe.torch` re-exports (use them from there).
 
 The kernel on the CPU (``sinpe.rope_`` and its private forms), torch's own ops
 with the same formula elsewhere.  sinpe.torch's helpers (which tensors the
@@ -653,6 +654,23 @@ def apply_rotary_pos_emb(
     views = _cache_views(cos, sin)
     q_embed = _hf_rotated(q, cos, sin, "concatenated", views)
     return q_embed, None if k is None else _hf_rotated(k, cos, sin, "concatenated", views)
+
+
+def apply_rotary_pos_emb_vision(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor,
+                                sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """transformers' ``apply_rotary_pos_emb_vision`` (Qwen2-VL, Qwen2.5-VL, Qwen3-VL),
+    bit for bit: ``q`` and ``k`` of shape ``(N, H, D)`` (a patch's heads), ``cos`` and
+    ``sin`` of shape ``(N, D)`` (unsqueezed at -2), everything in float32 —
+    ``q * cos + rotate_half(q) * sin`` — and each result cast back to its input's
+    dtype.  The same result as transformers' (bits, dtype, shape and strides), with
+    sinpe's kernel writing each float32 element once on the CPU (torch's expression
+    elsewhere, and for shapes the kernel refuses).  Differentiable, as HF's is."""
+    cos = cos.unsqueeze(-2).float()
+    sin = sin.unsqueeze(-2).float()
+    views = _cache_views(cos, sin)
+    q_embed = _hf_rotation(q.float(), cos, sin, "concatenated", views).to(q.dtype)
+    k_embed = _hf_rotation(k.float(), cos, sin, "concatenated", views).to(k.dtype)
+    return q_embed, k_embed
 
 
 if _base is None:  # imported on its own: sinpe.torch imports this module and sets _base

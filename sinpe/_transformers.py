@@ -17,7 +17,9 @@ What is swapped, and why there:
   unchanged, attributes other code reads are HF's), and ``undo`` deletes the
   override.
   GPT-J and CodeGen have no rotary module: each attention module keeps a table of
-  sin and cos (``embed_positions``), replaced by sinpe's exact one.
+  sin and cos (``embed_positions``), replaced by sinpe's exact one.  A vision
+  tower's axial rotary module (rope type "axial": ``model.model.visual.rotary_pos_emb``)
+  gets :class:`sinpe._vl_rotary.AxialRotary`'s forward the same way.
 - The apply function: transformers' attention calls the modeling module's global
   (``modeling_llama.apply_rotary_pos_emb``) at each forward; in transformers 5,
   ``use_kernelized_func`` only registers the function for the ``kernels`` package
@@ -55,6 +57,7 @@ class _Family:
 
 
 _LLAMA = _Family({"apply_rotary_pos_emb": "llama"})
+_VL = _Family({"apply_rotary_pos_emb": "llama", "apply_rotary_pos_emb_vision": "vision"})
 FAMILIES: dict[str, _Family] = {
     "llama": _LLAMA, "mistral": _LLAMA, "qwen2": _LLAMA, "qwen3": _LLAMA, "gemma": _LLAMA,
     "gemma2": _LLAMA, "gemma3": _LLAMA, "phi": _LLAMA,
@@ -67,6 +70,9 @@ FAMILIES: dict[str, _Family] = {
     "glm": _Family({"apply_rotary_pos_emb": "glm"}),
     "gptj": _Family({"apply_rotary_pos_emb": "gptj"}, "table"),
     "codegen": _Family({"apply_rotary_pos_emb": "gptj"}, "table"),
+    # vision-language models: the text rotary module has multi-axis sections, the
+    # vision tower axial 2-D rope (its own rotary module and apply function)
+    "qwen2_vl": _VL, "qwen2_5_vl": _VL, "qwen3_vl": _VL, "qwen3_vl_moe": _VL,
 }
 _PREFIX = "transformers.models."
 
@@ -185,7 +191,10 @@ def patch(model: nn.Module, *, frequencies: str = "model") -> Patch:
     known (``sinpe._transformers.FAMILIES``): the Llama formula, partial rotary
     inside (GPT-NeoX, Phi-3), interleaved pairs (Cohere, GLM), DeepSeek-V3's
     interleaved-in, half-split-out, GPT-J's ``(tensor, sin, cos)`` with its sin/cos
-    table, results cast back to the input's dtype (OLMo).
+    table, results cast back to the input's dtype (OLMo).  Vision-language models
+    (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3-VL-MoE): the text rotary module with its
+    multi-axis sections, and the vision tower's axial rotary module and
+    ``apply_rotary_pos_emb_vision``.
 
     Before it changes anything, ``patch`` checks every swap on random inputs in the
     model's dtype and float32: each replacement apply function gives the original's
@@ -357,7 +366,12 @@ def _sinpe_forward(module: nn.Module, frequencies: str) -> Callable[..., Any]:
     """The forward that replaces ``module``'s: that of sinpe's rotary module made from it
     (:meth:`sinpe.torch.RotaryEmbedding.from_module`: its config, frequencies, attention
     factor, and the layout and dtype of the caches it returns, e.g. OLMo's float32 and
-    Cohere's pairwise ones)."""
+    Cohere's pairwise ones, and a vision-language text module's sections), or for a
+    vision tower's axial module (rope type "axial") :class:`sinpe._vl_rotary.AxialRotary`."""
+    if getattr(module, "rope_type", None) == "axial":
+        from sinpe._vl_rotary import AxialRotary
+
+        return AxialRotary(module, frequencies)
     from sinpe.torch import RotaryEmbedding
 
     forward: Callable[..., Any] = RotaryEmbedding.from_module(

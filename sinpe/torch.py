@@ -17,7 +17,10 @@
   without its temporaries, to patch into a model.
 - :func:`rope_cache` makes RoPE's ``(cos, sin)`` caches as tensors, and
   :class:`RotaryEmbedding` stands in for a transformers model's rotary module
-  (every rope type, the model's frequencies, exact angles, kept tables).
+  (every rope type, the model's frequencies, exact angles, kept tables; the
+  multi-axis sections of vision-language text models), and
+  :func:`apply_rotary_pos_emb_vision` is the vision towers' apply function of
+  Qwen2-VL, Qwen2.5-VL and Qwen3-VL, bit for bit.
 - :func:`patch` makes a loaded transformers model use both (its rotary modules
   and its family's apply function), checked before it changes anything, undoable.
 
@@ -48,8 +51,8 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "pip install torch==2.13.0 (sinpe itself works without it)"
     ) from exc
 
-__all__ = ["PositionalEncoding", "RotaryEmbedding", "add_", "apply_rotary_pos_emb", "encode",
-           "patch", "rope", "rope_", "rope_cache"]
+__all__ = ["PositionalEncoding", "RotaryEmbedding", "add_", "apply_rotary_pos_emb",
+           "apply_rotary_pos_emb_vision", "encode", "patch", "rope", "rope_", "rope_cache"]
 
 # Typed names for forward (TorchScript reads "# type:" comments inside it).
 _is_scripting: Callable[[], bool] = torch.jit.is_scripting  # type: ignore[attr-defined]
@@ -520,7 +523,12 @@ class PositionalEncoding(nn.Module):
 from sinpe import _torch_rotary  # noqa: E402
 
 _torch_rotary._base = sys.modules[__name__]
-from sinpe._torch_rotary import apply_rotary_pos_emb, rope, rope_  # noqa: E402
+from sinpe._torch_rotary import (  # noqa: E402
+    apply_rotary_pos_emb,
+    apply_rotary_pos_emb_vision,
+    rope,
+    rope_,
+)
 
 from sinpe import _rotary_embedding  # noqa: E402
 

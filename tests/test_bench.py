@@ -48,7 +48,7 @@ def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsy
     for label in ("prefill of 512 tokens", "decoding step at position 1024"):
         assert out.count(f"small Llama, {label} ") == len(threads), (label, out)
     if optional("transformers") is not None:  # RotaryEmbedding against HF's module
-        for label, _ in bench_rotary.CASES:
+        for label, _ in bench_rotary.CASES + bench_rotary.VL_CASES:
             for dtype in bench_rotary.DTYPES:
                 assert out.count(f"{label} {dtype} ") == len(threads), (label, out)
     sections = out.split("multi-axis RoPE")[1]

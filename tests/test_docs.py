@@ -97,8 +97,8 @@ BLOCKS = python_blocks()
 def test_every_python_block_is_found():
     # the README's examples: intro, torch drop-in, deployment paths, tensors, out=, rotary
     # embeddings (NumPy, torch, the HF patch, multi-axis), rope types in a transformers
-    # model, sinpe.torch.patch, plots, plots with ax=, show_config
-    assert sum(1 for p in BLOCKS if p.id.startswith("README.md")) == 14
+    # model, sinpe.torch.patch, vision-language models, plots, plots with ax=, show_config
+    assert sum(1 for p in BLOCKS if p.id.startswith("README.md")) == 15
 
 
 @pytest.mark.parametrize("block", BLOCKS)
