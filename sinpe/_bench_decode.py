@@ -35,7 +35,7 @@ def decode_cases(quick: bool, torch: Any, blocks_in_turn: Callable[..., Dict[str
         }
         if hf_apply is not None:
             timers["hf_apply"] = lambda: hf_apply(q, k, cos, sin)
-        results.append({"case": f"decoding step {str(dtype).split('.')[-1]}",
+        results.append({"case": f"q {SHAPES['q']} {str(dtype).split('.')[-1]}",
                         "times": blocks_in_turn(timers, rounds, seconds)})
     return results
 

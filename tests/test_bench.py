@@ -44,7 +44,7 @@ def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsy
             threads), (label, out)
     assert "HF/sinpe apply" in out
     for dtype in ("float32", "bfloat16", "float16"):  # the decoding step's table
-        assert out.count(f"decoding step {dtype} ") == 1, (dtype, out)
+        assert out.count(f"q (1, 32, 1, 128) {dtype} ") == 1, (dtype, out)
     for label in ("prefill of 512 tokens", "decoding step at position 1024"):
         assert out.count(f"small Llama, {label} ") == len(threads), (label, out)
     if optional("transformers") is not None:  # RotaryEmbedding against HF's module
