@@ -59,7 +59,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 import sinpe
-from sinpe._bench_hot import ADD_SHAPES, blocks_in_turn, hot_path_cases, print_hot_path
+from sinpe._bench_hot import (ADD_SHAPES, blocks_in_turn, hot_path_cases, print_hot_path,
+                              print_rows)
 from sinpe._bench_decode import decode_cases, print_decode
 from sinpe._bench_pool import (add_pairs, alternation_cases, neighbour_cases,
                                print_alternation, print_neighbour, rope_pairs)
@@ -412,15 +413,7 @@ def _print_sections(results: List[Dict[str, Any]], file: Any) -> None:
                      _format_time(t["interleaved"]),
                      f"{t['interleaved'] / t['positions']:.2f}x",
                      f"{t['interleaved'] / t['offset']:.2f}x"])
-    _print_rows(rows, file)
-
-
-def _print_rows(rows: List[List[str]], file: Any) -> None:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for n, row in enumerate(rows):
-        print(" | ".join(c.ljust(w) for c, w in zip(row, widths)), file=file)
-        if n == 0:
-            print("-+-".join("-" * w for w in widths), file=file)
+    print_rows(rows, file)
 
 
 def _rope_cases(quick: bool) -> List[Dict[str, Any]]:
@@ -478,7 +471,7 @@ def _print_rope(results: List[Dict[str, Any]], header: Dict[str, Any], file: Any
                      _format_time(hf_apply) if hf_apply else "-",
                      _format_time(apply) if apply else "-",
                      f"{hf_apply / apply:.1f}x" if hf_apply and apply else "-"])
-    _print_rows(rows, file)
+    print_rows(rows, file)
 
 
 def _print_variants(results: List[Dict[str, Any]], header: Dict[str, Any], file: Any) -> None:
@@ -493,7 +486,7 @@ def _print_variants(results: List[Dict[str, Any]], header: Dict[str, Any], file:
         t = r["times"]
         rows.append([r["case"], _format_time(t["variant"]), _format_time(t["default"]),
                      f"{r['variant_over_default']:.2f}x"])
-    _print_rows(rows, file)
+    print_rows(rows, file)
 
 
 def _format_time(seconds: float) -> str:
