@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 import numpy as np
+from numpy.typing import NDArray
 
 __all__ = ["ROPE_TYPES", "rope_frequencies"]
 
@@ -45,7 +46,7 @@ def rope_frequencies(
     max_position_embeddings: Optional[int] = None,
     seq_len: Optional[int] = None,
     layer_type: Optional[str] = None,
-) -> tuple[np.ndarray, float]:
+) -> tuple[NDArray[np.float64], float]:
     """The RoPE frequencies and attention factor of a transformers rope type, in double.
 
     Returns ``(freq, attention_scaling)``: ``freq`` a new float64 array of the
@@ -237,13 +238,13 @@ class _Parameters:
                              "HF's module takes max(position_ids) + 1")
         return self.seq_len
 
-    def exponents(self, dim: Optional[int] = None, count: Optional[int] = None) -> np.ndarray:
+    def exponents(self, dim: Optional[int] = None, count: Optional[int] = None) -> NDArray[np.float64]:
         """HF's ``arange(0, dim, 2) / dim``: the exponents 2k/dim of the base."""
         dim = self.dim if dim is None else dim
         count = len(range(0, dim, 2)) if count is None else count
         return np.arange(0, 2 * count, 2, dtype=np.float64) / dim
 
-    def powers(self, base: Optional[float] = None) -> np.ndarray:
+    def powers(self, base: Optional[float] = None) -> NDArray[np.float64]:
         """``base ** -(2k/dim)``: the default frequencies, correctly rounded."""
         return _power(self.theta if base is None else base, -self.exponents())
 
@@ -251,7 +252,7 @@ class _Parameters:
 _DECIMAL = decimal.Context(prec=40)
 
 
-def _power(base: float, exponents: np.ndarray) -> np.ndarray:
+def _power(base: float, exponents: NDArray[np.float64]) -> NDArray[np.float64]:
     """``base ** exponents``, each correctly rounded: exp(e ln base) to 40 digits
     (decimal's ln and exp are correctly rounded; the product's rounding is 1e-40
     relative), then rounded once to double, whose rounding it cannot change but
@@ -265,17 +266,17 @@ def _power(base: float, exponents: np.ndarray) -> np.ndarray:
 # -- the formulas (modeling_rope_utils.py's, in double) -----------------------------------
 
 
-def _default(rope: _Parameters) -> tuple[np.ndarray, float]:
+def _default(rope: _Parameters) -> tuple[NDArray[np.float64], float]:
     return rope.powers(), 1.0
 
 
-def _linear(rope: _Parameters) -> tuple[np.ndarray, float]:
+def _linear(rope: _Parameters) -> tuple[NDArray[np.float64], float]:
     factor = rope.factor()
     assert factor is not None
     return rope.powers() / factor, 1.0
 
 
-def _dynamic(rope: _Parameters) -> tuple[np.ndarray, float]:
+def _dynamic(rope: _Parameters) -> tuple[NDArray[np.float64], float]:
     """NTK scaling: the base grows with the sequence past max_position_embeddings."""
     factor = rope.factor()
     assert factor is not None
@@ -294,7 +295,7 @@ def _mscale(scale: float, mscale: float = 1.0) -> float:
     return 0.1 * mscale * math.log(scale) + 1.0
 
 
-def _yarn(rope: _Parameters) -> tuple[np.ndarray, float]:
+def _yarn(rope: _Parameters) -> tuple[NDArray[np.float64], float]:
     params = rope.params
     factor = rope.factor(optional=True)
     original = rope.original_max_position_embeddings()
@@ -343,10 +344,10 @@ def _yarn(rope: _Parameters) -> tuple[np.ndarray, float]:
     inv_freq_interpolation = 1.0 / (factor * pos_freqs)
     freq = (inv_freq_interpolation * (1.0 - extrapolation)
             + inv_freq_extrapolation * extrapolation)
-    return freq, attention_factor
+    return np.asarray(freq, np.float64), attention_factor  # (NumPy 1.x's stubs lose the dtype)
 
 
-def _factor_list(rope: _Parameters, key: str) -> np.ndarray:
+def _factor_list(rope: _Parameters, key: str) -> NDArray[np.float64]:
     value = rope.required(key)
     count = len(range(0, rope.dim, 2))
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (Sequence, np.ndarray)):
@@ -358,7 +359,7 @@ def _factor_list(rope: _Parameters, key: str) -> np.ndarray:
     return np.array([_real(v, key, positive=True) for v in value], np.float64)
 
 
-def _longrope(rope: _Parameters) -> tuple[np.ndarray, float]:
+def _longrope(rope: _Parameters) -> tuple[NDArray[np.float64], float]:
     params = rope.params
     long_factor = _factor_list(rope, "long_factor")
     short_factor = _factor_list(rope, "short_factor")
@@ -384,7 +385,7 @@ def _longrope(rope: _Parameters) -> tuple[np.ndarray, float]:
     return 1.0 / (ext_factors * _power(rope.theta, rope.exponents())), attention_factor
 
 
-def _llama3(rope: _Parameters) -> tuple[np.ndarray, float]:
+def _llama3(rope: _Parameters) -> tuple[NDArray[np.float64], float]:
     factor = rope.factor()
     assert factor is not None
     low_freq_factor = _real(rope.required("low_freq_factor"), "low_freq_factor", positive=True)
@@ -406,7 +407,7 @@ def _llama3(rope: _Parameters) -> tuple[np.ndarray, float]:
     return np.where(is_medium, smoothed, inv_freq_llama), 1.0
 
 
-def _proportional(rope: _Parameters) -> tuple[np.ndarray, float]:
+def _proportional(rope: _Parameters) -> tuple[NDArray[np.float64], float]:
     """Gemma 4's global layers: the first pairs rotate with exponents over the whole
     head_dim, the rest get frequency 0 (they keep their values)."""
     factor = rope.params.get("factor", 1.0)

@@ -20,6 +20,7 @@ from collections import OrderedDict
 from typing import Any, Optional
 
 import numpy as np
+from numpy.typing import NDArray
 import torch
 from torch import nn
 
@@ -478,13 +479,13 @@ class _Rotary:
         self.original = params.get("original_max_position_embeddings", self.trained)
         # dynamic's frequencies past the trained length (None: the first ones) and
         # longrope's long ones (made when first needed, as HF makes them)
-        self.current: Optional[np.ndarray] = None
-        self.long: Optional[np.ndarray] = None
+        self.current: Optional[NDArray[np.float64]] = None
+        self.long: Optional[NDArray[np.float64]] = None
         self.freq, self.scaling = self._initial()
         self.tables: OrderedDict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor]] = (
             OrderedDict())
 
-    def _initial(self) -> tuple[np.ndarray, float]:
+    def _initial(self) -> tuple[NDArray[np.float64], float]:
         """HF's module at construction: seq_len None (dynamic: the trained length;
         longrope: the short factors).  sinpe's own formulas run first, also for the
         model's frequencies: they check every key and value, with their messages."""
@@ -501,7 +502,7 @@ class _Rotary:
         return self._compute(None)
 
     def _compute(self, seq_len: Optional[float], exact: bool = False
-                 ) -> tuple[np.ndarray, float]:
+                 ) -> tuple[NDArray[np.float64], float]:
         """The frequencies at seq_len (None: at construction, as HF's module calls its
         init function)."""
         exact = exact or self.frequencies == "exact"
@@ -516,7 +517,7 @@ class _Rotary:
             freq = freq.astype(np.float32).astype(np.float64)
         return freq, scaling
 
-    def select(self, seq_len: float) -> tuple[Optional[str], np.ndarray, float]:
+    def select(self, seq_len: float) -> tuple[Optional[str], NDArray[np.float64], float]:
         """The frequencies for a call whose positions reach seq_len - 1, and the key of
         their table (None: they do not last beyond this call).  HF's
         dynamic_rope_update: longrope's long factors past the trained length,
@@ -539,7 +540,7 @@ class _Rotary:
                 return None, self.current, self.scaling
         return "init", self.freq, self.scaling
 
-    def table(self, key: str, freq: np.ndarray, scaling: float, need: int, layout: str,
+    def table(self, key: str, freq: NDArray[np.float64], scaling: float, need: int, layout: str,
               dtype: torch.dtype, device: torch.device
               ) -> Optional[tuple[torch.Tensor, torch.Tensor]]:
         """The (cos, sin) table of a frequency set covering rows 0 .. need - 1 (grown
@@ -598,7 +599,7 @@ def _family_module(config: Any) -> Optional[nn.Module]:
 
 
 def _hf_frequencies(hf: nn.Module, config: Any, rope_type: str, layer_type: Optional[str],
-                    seq_len: Optional[float]) -> tuple[np.ndarray, float]:
+                    seq_len: Optional[float]) -> tuple[NDArray[np.float64], float]:
     """transformers' own frequencies (float32, as float64) and attention factor, by
     the function its module calls: ROPE_INIT_FUNCTIONS, or the family's
     compute_default_rope_parameters; seq_len as its dynamic_rope_update passes it

@@ -14,6 +14,7 @@ import operator
 from typing import Any, Optional
 
 import numpy as np
+from numpy.typing import NDArray
 import torch
 
 import sinpe
@@ -132,7 +133,7 @@ class _Rotation:
                 out[..., : rotated.shape[-1]].copy_(rotated)
                 out[..., rotated.shape[-1]:].copy_(source[..., rotated.shape[-1]:])
 
-    def caches(self, tensor: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    def caches(self, tensor: torch.Tensor) -> tuple[NDArray[Any], NDArray[Any]]:
         """float64 ``(cos, sin)`` of sinpe, times scale, shaped to broadcast against
         ``tensor[..., :rotary_dim]``."""
         ndim = tensor.dim()

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any, Optional, cast
 
 import numpy as np
+from numpy.typing import NDArray
 import torch
 from torch import nn
 
@@ -75,7 +76,7 @@ def module_sections(hf: nn.Module, width: int, layout: str
     return sections_of(rows, name)
 
 
-def sections_of(rows: np.ndarray, name: str) -> tuple[tuple[int, ...], str]:
+def sections_of(rows: NDArray[Any], name: str) -> tuple[tuple[int, ...], str]:
     """The sections and layout that give pair ``j`` the row ``rows[j]``: contiguous
     chunks (Qwen2-VL's), or the interleaved rule (row ``s >= 1`` takes the pairs
     ``j % S == s`` below ``S * sections[s]``, row 0 the rest: Qwen3-VL's)."""
@@ -120,7 +121,7 @@ def broadcast_rows(position_ids: torch.Tensor) -> torch.Tensor:
     return position_ids.expand(AXES, -1, -1)
 
 
-def section_caches(position_ids: torch.Tensor, freq: np.ndarray, scaling: float,
+def section_caches(position_ids: torch.Tensor, freq: NDArray[np.float64], scaling: float,
                    sections: tuple[int, ...], sections_layout: str, layout: str,
                    dtype: torch.dtype, device: torch.device
                    ) -> tuple[torch.Tensor, torch.Tensor]:

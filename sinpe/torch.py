@@ -38,6 +38,7 @@ import threading
 from typing import Any, Callable, Optional, Union
 
 import numpy as np
+from numpy.typing import NDArray
 
 import sinpe
 from sinpe import _core
@@ -82,7 +83,7 @@ _FLOAT16_VIEW = np.dtype(np.float16, metadata={"sinpe": "torch.float16"})
 _BFLOAT16_VIEW = np.dtype(np.int16, metadata={"sinpe": "torch.bfloat16"})
 
 
-def _kernel_view(tensor: torch.Tensor) -> np.ndarray:
+def _kernel_view(tensor: torch.Tensor) -> NDArray[Any]:
     """A NumPy array over ``tensor``'s own memory, as sinpe's kernel reads and writes it.
 
     ``tensor`` is a strided CPU tensor of one of the four dtypes, without the
