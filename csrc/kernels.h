@@ -104,5 +104,8 @@ extern const sinpe_kernels sinpe_loops_baseline;
 extern const sinpe_kernels sinpe_loops_avx2;
 extern const sinpe_kernels sinpe_loops_avx512;
 #endif
+#if defined(SINPE_BF16_LOOPS)
+extern const sinpe_kernels sinpe_loops_avx512_bf16;
+#endif
 
 #endif /* SINPE_KERNELS_H */

@@ -17,6 +17,8 @@
 #error "loops.h is included by loops_LEVEL.c only, after defining SINPE_LOOPS"
 #endif
 
+#include "convert.h"
+
 #define PAIR_LOOP(name, T, CONVERT, VALUE, args, body)                                        \
     static void name(int rows, ptrdiff_t n, const double *restrict s0,                        \
                      const double *restrict c0, const double *cs, const double *ss,           \
