@@ -147,8 +147,12 @@ DEFINE_PAIR_LOOPS2(uint16_t, bf16, sinpe_double_to_bfloat16)
 
 DEFINE_ADD(add_f32, float, float, AS_IS, AS_IS)
 DEFINE_ADD(add_f64, double, double, AS_IS, AS_IS)
+#if defined(SINPE_VEC16)
+#include "loops16.h" /* the 16-bit types on vectors, with these bits */
+#else
 DEFINE_ADD(add_f16, uint16_t, float, sinpe_half_to_float, sinpe_float_to_half)
 DEFINE_ADD(add_bf16, uint16_t, float, sinpe_bfloat16_to_float, sinpe_float_to_bfloat16)
+#endif
 
 /* The rotations (kernels.h's sinpe_rotate_loop).  Per element type: LOAD
  * widens an element to the working type W, PRODUCT(x, c) is a product as
