@@ -8,6 +8,7 @@ at_every_other_level`` runs them again under each other level the CPU has."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import subprocess
 import sys
@@ -102,9 +103,57 @@ def outputs():
                                inverse=True, freq=np.tile(0.5 ** np.arange(12), 2))
 
 
+# Bit patterns the 16-bit conversions treat apart: quiet and signalling NaNs of
+# both signs and payloads, infinities, zeros, the smallest and largest
+# subnormals, the largest finite values.
+SPECIAL_BITS = {
+    "float16": [0x7E00, 0xFE00, 0x7C01, 0xFC01, 0x7FFF, 0x7C00, 0xFC00, 0x0000, 0x8000,
+                0x0001, 0x8001, 0x03FF, 0x83FF, 0x7BFF, 0xFBFF],
+    "bfloat16": [0x7FC0, 0xFFC0, 0x7F81, 0xFF81, 0x7FFF, 0x7F80, 0xFF80, 0x0000, 0x8000,
+                 0x0001, 0x8001, 0x007F, 0x807F, 0x7F7F, 0xFF7F],
+}
+
+
+def with_specials(x, rng):
+    """x (a 16-bit array) with an eighth of its elements replaced by SPECIAL_BITS."""
+    bits = x.view(np.uint16)
+    where = rng.random(x.shape) < 0.125
+    bits[where] = rng.choice(SPECIAL_BITS[x.dtype.name], size=int(where.sum()))
+    return x
+
+
+def special_outputs():
+    """The 16-bit adds and rotations on specials: NaN results (canonical, their sign
+    by the NaN rule), infinities, subnormal inputs and results (the hardware
+    bfloat16 conversion flushes them), overflow, and ties: an add of half a unit
+    of the table's last place, which rounds to even."""
+    rng = np.random.default_rng(11)
+    for dtype in [d for d in dtypes() if np.dtype(d).itemsize == 2]:
+        x = with_specials(rng.standard_normal((3, 40, 64)).astype(dtype), rng)
+        for scale in (1.0, 3.0, 0.0):
+            yield sinpe.add_(x.copy(), scale=scale)
+        table = sinpe.encode(40, 64, dtype=dtype).astype(np.float64)
+        half_ulp = 2.0 ** (np.floor(np.log2(np.abs(np.where(table == 0, 1, table)))) - (
+            11 if np.dtype(dtype).name == "float16" else 8))
+        ties = (half_ulp * rng.choice([-1, 1], table.shape)).astype(dtype)
+        yield sinpe.add_(np.broadcast_to(ties, (2, 40, 64)).copy())
+        subnormal = np.full((2, 40, 64), 0.0, dtype)
+        subnormal.view(np.uint16)[...] = rng.integers(1, 0x7F, subnormal.shape)
+        yield sinpe.add_(subnormal, scale=0.5)
+        q = with_specials(rng.standard_normal((2, 4, 40, 64)).astype(dtype), rng)
+        for layout in ("concatenated", "interleaved"):
+            for exact in (False, True):
+                yield sinpe.rope_(q.copy(), layout=layout, exact=exact)
+                yield sinpe.rope_(q.copy(), offset=3000, layout=layout, exact=exact, scale=1e4)
+        cos = with_specials(rng.standard_normal((2, 4, 40, 64)).astype(dtype), rng)
+        sin = with_specials(rng.standard_normal((2, 4, 40, 64)).astype(dtype), rng)
+        yield _core._rotate_by(np.empty_like(q), q, cos, sin)
+        yield _core._rotate_by(np.empty_like(q), q, cos, sin, layout="interleaved")
+
+
 def fingerprint() -> str:
     digest = hashlib.sha256()
-    for a in outputs():
+    for a in itertools.chain(outputs(), special_outputs()):
         digest.update(np.ascontiguousarray(a).tobytes())
     return digest.hexdigest()
 
