@@ -44,63 +44,66 @@
 
 #if defined(SINPE_X86_64)
 #define SINPE_VEC16 1
+/* vcvtps2ph's rounding: to nearest even, whatever MXCSR says (a constant
+ * expression: Clang wants one) */
+#define F16_RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 
 #if defined(SINPE_LOOPS_AVX512)
 typedef __m512 vf;
 typedef __m512i vi;
 #define V16_LANES 32
 
-static inline vi vi_load(const uint16_t *p)
+static SINPE_INLINE vi vi_load(const uint16_t *p)
 {
     return _mm512_loadu_si512((const void *)p);
 }
-static inline void vi_store(uint16_t *p, vi v)
+static SINPE_INLINE void vi_store(uint16_t *p, vi v)
 {
     _mm512_storeu_si512((void *)p, v);
 }
 #define VF_LANES 16
-static inline vf vf_load(const float *p)
+static SINPE_INLINE vf vf_load(const float *p)
 {
     return _mm512_loadu_ps(p);
 }
-static inline void vf_store(float *p, vf v)
+static SINPE_INLINE void vf_store(float *p, vf v)
 {
     _mm512_storeu_ps(p, v);
 }
-static inline vf vf_add(vf a, vf b)
+static SINPE_INLINE vf vf_add(vf a, vf b)
 {
     return _mm512_add_ps(a, b);
 }
-static inline vf vf_sub(vf a, vf b)
+static SINPE_INLINE vf vf_sub(vf a, vf b)
 {
     return _mm512_sub_ps(a, b);
 }
-static inline vf vf_mul(vf a, vf b)
+static SINPE_INLINE vf vf_mul(vf a, vf b)
 {
     return _mm512_mul_ps(a, b);
 }
-static inline vf vf_set1(float a)
+static SINPE_INLINE vf vf_set1(float a)
 {
     return _mm512_set1_ps(a);
 }
 /* (a0 - b0, a1 + b1, a2 - b2, ...): a pair's two outputs */
-static inline vf vf_subadd(vf a, vf b)
+static SINPE_INLINE vf vf_subadd(vf a, vf b)
 {
     return _mm512_mask_sub_ps(_mm512_add_ps(a, b), 0x5555, a, b);
 }
 /* (a1, a0, a3, a2, ...): each pair's partner */
-static inline vf vf_swap_pairs(vf a)
+static SINPE_INLINE vf vf_swap_pairs(vf a)
 {
     return _mm512_permute_ps(a, 0xb1);
 }
-static inline int vf_nan_lanes(vf a)
+static SINPE_INLINE int vf_nan_lanes(vf a)
 {
     return (int)_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
 }
 
 #if defined(SINPE_LOOPS_BF16)
 /* In order, as vcvtne2ps2bf16 packs. */
-static inline vf bf16_widen_half(__m256i h)
+static SINPE_INLINE vf bf16_widen_half(__m256i h)
 {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
@@ -112,19 +115,19 @@ static inline vf bf16_widen_half(__m256i h)
 #define BF16_WIDEN_HI(v) _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)))
 #endif
 /* b + 0x7fff + ((b >> 16) & 1): the bfloat16, rounded, in the high half */
-static inline vi bf16_rounded_high(vf v)
+static SINPE_INLINE vi bf16_rounded_high(vf v)
 {
     const vi b = _mm512_castps_si512(v);
     const vi odd = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
     return _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7fff)), odd);
 }
-static inline vf bf16_round(vf v, int *bad)
+static SINPE_INLINE vf bf16_round(vf v, int *bad)
 {
     (void)bad;
     return _mm512_castsi512_ps(
         _mm512_and_si512(bf16_rounded_high(v), _mm512_set1_epi32((int)0xffff0000u)));
 }
-static inline vi bf16_pack(vf lo, vf hi, int *bad)
+static SINPE_INLINE vi bf16_pack(vf lo, vf hi, int *bad)
 {
 #if defined(SINPE_LOOPS_BF16)
     /* QNaN (0x01), subnormal (0x20), SNaN (0x80): what the instruction
@@ -142,17 +145,16 @@ static inline vi bf16_pack(vf lo, vf hi, int *bad)
 
 #define F16_WIDEN_LO(v) _mm512_cvtph_ps(_mm512_castsi512_si256(v))
 #define F16_WIDEN_HI(v) _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1))
-static inline vf f16_round(vf v, int *bad)
+static SINPE_INLINE vf f16_round(vf v, int *bad)
 {
     (void)bad;
-    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, F16_RNE));
 }
-static inline vi f16_pack(vf lo, vf hi, int *bad)
+static SINPE_INLINE vi f16_pack(vf lo, vf hi, int *bad)
 {
     *bad |= vf_nan_lanes(lo) | vf_nan_lanes(hi);
-    const int rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtps_ph(lo, rne)),
-                              _mm512_cvtps_ph(hi, rne), 1);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtps_ph(lo, F16_RNE)),
+                              _mm512_cvtps_ph(hi, F16_RNE), 1);
 }
 
 #elif defined(SINPE_LOOPS_AVX)
@@ -160,48 +162,48 @@ typedef __m256 vf;
 typedef __m256i vi;
 #define V16_LANES 16
 
-static inline vi vi_load(const uint16_t *p)
+static SINPE_INLINE vi vi_load(const uint16_t *p)
 {
     return _mm256_loadu_si256((const __m256i *)(const void *)p);
 }
-static inline void vi_store(uint16_t *p, vi v)
+static SINPE_INLINE void vi_store(uint16_t *p, vi v)
 {
     _mm256_storeu_si256((__m256i *)(void *)p, v);
 }
 #define VF_LANES 8
-static inline vf vf_load(const float *p)
+static SINPE_INLINE vf vf_load(const float *p)
 {
     return _mm256_loadu_ps(p);
 }
-static inline void vf_store(float *p, vf v)
+static SINPE_INLINE void vf_store(float *p, vf v)
 {
     _mm256_storeu_ps(p, v);
 }
-static inline vf vf_add(vf a, vf b)
+static SINPE_INLINE vf vf_add(vf a, vf b)
 {
     return _mm256_add_ps(a, b);
 }
-static inline vf vf_sub(vf a, vf b)
+static SINPE_INLINE vf vf_sub(vf a, vf b)
 {
     return _mm256_sub_ps(a, b);
 }
-static inline vf vf_mul(vf a, vf b)
+static SINPE_INLINE vf vf_mul(vf a, vf b)
 {
     return _mm256_mul_ps(a, b);
 }
-static inline vf vf_set1(float a)
+static SINPE_INLINE vf vf_set1(float a)
 {
     return _mm256_set1_ps(a);
 }
-static inline vf vf_subadd(vf a, vf b)
+static SINPE_INLINE vf vf_subadd(vf a, vf b)
 {
     return _mm256_addsub_ps(a, b);
 }
-static inline vf vf_swap_pairs(vf a)
+static SINPE_INLINE vf vf_swap_pairs(vf a)
 {
     return _mm256_permute_ps(a, 0xb1);
 }
-static inline int vf_nan_lanes(vf a)
+static SINPE_INLINE int vf_nan_lanes(vf a)
 {
     return _mm256_movemask_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q));
 }
@@ -209,19 +211,19 @@ static inline int vf_nan_lanes(vf a)
 #define BF16_EVEN_ODD 1
 #define BF16_WIDEN_LO(v) _mm256_castsi256_ps(_mm256_slli_epi32(v, 16))
 #define BF16_WIDEN_HI(v) _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u)))
-static inline vi bf16_rounded_high(vf v)
+static SINPE_INLINE vi bf16_rounded_high(vf v)
 {
     const vi b = _mm256_castps_si256(v);
     const vi odd = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
     return _mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7fff)), odd);
 }
-static inline vf bf16_round(vf v, int *bad)
+static SINPE_INLINE vf bf16_round(vf v, int *bad)
 {
     (void)bad;
     return _mm256_castsi256_ps(
         _mm256_and_si256(bf16_rounded_high(v), _mm256_set1_epi32((int)0xffff0000u)));
 }
-static inline vi bf16_pack(vf lo, vf hi, int *bad)
+static SINPE_INLINE vi bf16_pack(vf lo, vf hi, int *bad)
 {
     const vi y = _mm256_blend_epi16(_mm256_srli_epi32(bf16_rounded_high(lo), 16),
                                     bf16_rounded_high(hi), 0xaa);
@@ -232,17 +234,16 @@ static inline vi bf16_pack(vf lo, vf hi, int *bad)
 
 #define F16_WIDEN_LO(v) _mm256_cvtph_ps(_mm256_castsi256_si128(v))
 #define F16_WIDEN_HI(v) _mm256_cvtph_ps(_mm256_extracti128_si256(v, 1))
-static inline vf f16_round(vf v, int *bad)
+static SINPE_INLINE vf f16_round(vf v, int *bad)
 {
     (void)bad;
-    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, F16_RNE));
 }
-static inline vi f16_pack(vf lo, vf hi, int *bad)
+static SINPE_INLINE vi f16_pack(vf lo, vf hi, int *bad)
 {
     *bad |= vf_nan_lanes(lo) | vf_nan_lanes(hi);
-    const int rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm256_cvtps_ph(lo, rne)),
-                                   _mm256_cvtps_ph(hi, rne), 1);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm256_cvtps_ph(lo, F16_RNE)),
+                                   _mm256_cvtps_ph(hi, F16_RNE), 1);
 }
 
 #else /* the baseline: SSE2 */
@@ -250,51 +251,51 @@ typedef __m128 vf;
 typedef __m128i vi;
 #define V16_LANES 8
 
-static inline vi vi_load(const uint16_t *p)
+static SINPE_INLINE vi vi_load(const uint16_t *p)
 {
     return _mm_loadu_si128((const __m128i *)(const void *)p);
 }
-static inline void vi_store(uint16_t *p, vi v)
+static SINPE_INLINE void vi_store(uint16_t *p, vi v)
 {
     _mm_storeu_si128((__m128i *)(void *)p, v);
 }
 #define VF_LANES 4
-static inline vf vf_load(const float *p)
+static SINPE_INLINE vf vf_load(const float *p)
 {
     return _mm_loadu_ps(p);
 }
-static inline void vf_store(float *p, vf v)
+static SINPE_INLINE void vf_store(float *p, vf v)
 {
     _mm_storeu_ps(p, v);
 }
-static inline vf vf_add(vf a, vf b)
+static SINPE_INLINE vf vf_add(vf a, vf b)
 {
     return _mm_add_ps(a, b);
 }
-static inline vf vf_sub(vf a, vf b)
+static SINPE_INLINE vf vf_sub(vf a, vf b)
 {
     return _mm_sub_ps(a, b);
 }
-static inline vf vf_mul(vf a, vf b)
+static SINPE_INLINE vf vf_mul(vf a, vf b)
 {
     return _mm_mul_ps(a, b);
 }
-static inline vf vf_set1(float a)
+static SINPE_INLINE vf vf_set1(float a)
 {
     return _mm_set1_ps(a);
 }
 /* SSE2 has no addsub: b's even lanes negated (exact), then added */
-static inline vf vf_subadd(vf a, vf b)
+static SINPE_INLINE vf vf_subadd(vf a, vf b)
 {
     const __m128 even_signs = _mm_castsi128_ps(_mm_set_epi32(0, (int)0x80000000u, 0,
                                                              (int)0x80000000u));
     return _mm_add_ps(a, _mm_xor_ps(b, even_signs));
 }
-static inline vf vf_swap_pairs(vf a)
+static SINPE_INLINE vf vf_swap_pairs(vf a)
 {
     return _mm_shuffle_ps(a, a, 0xb1);
 }
-static inline int vf_nan_lanes(vf a)
+static SINPE_INLINE int vf_nan_lanes(vf a)
 {
     return _mm_movemask_ps(_mm_cmpunord_ps(a, a));
 }
@@ -302,18 +303,18 @@ static inline int vf_nan_lanes(vf a)
 #define BF16_EVEN_ODD 1
 #define BF16_WIDEN_LO(v) _mm_castsi128_ps(_mm_slli_epi32(v, 16))
 #define BF16_WIDEN_HI(v) _mm_castsi128_ps(_mm_and_si128(v, _mm_set1_epi32((int)0xffff0000u)))
-static inline vi bf16_rounded_high(vf v)
+static SINPE_INLINE vi bf16_rounded_high(vf v)
 {
     const vi b = _mm_castps_si128(v);
     const vi odd = _mm_and_si128(_mm_srli_epi32(b, 16), _mm_set1_epi32(1));
     return _mm_add_epi32(_mm_add_epi32(b, _mm_set1_epi32(0x7fff)), odd);
 }
-static inline vf bf16_round(vf v, int *bad)
+static SINPE_INLINE vf bf16_round(vf v, int *bad)
 {
     (void)bad;
     return _mm_castsi128_ps(_mm_and_si128(bf16_rounded_high(v), _mm_set1_epi32((int)0xffff0000u)));
 }
-static inline vi bf16_pack(vf lo, vf hi, int *bad)
+static SINPE_INLINE vi bf16_pack(vf lo, vf hi, int *bad)
 {
     const vi y = _mm_or_si128(_mm_srli_epi32(bf16_rounded_high(lo), 16),
                               _mm_and_si128(bf16_rounded_high(hi), _mm_set1_epi32((int)0xffff0000u)));
@@ -324,7 +325,7 @@ static inline vi bf16_pack(vf lo, vf hi, int *bad)
 
 /* float16.h's sinpe_half_to_float on halves held in the high 16 bits of
  * each lane (as the unpack leaves them) */
-static inline vf f16_widen_high(__m128i u)
+static SINPE_INLINE vf f16_widen_high(__m128i u)
 {
     const __m128i sign = _mm_and_si128(u, _mm_set1_epi32((int)0x80000000u));
     /* the fraction and exponent, moved into place and scaled by 2**112 */
@@ -338,14 +339,14 @@ static inline vf f16_widen_high(__m128i u)
 #define F16_WIDEN_LO(v) f16_widen_high(_mm_unpacklo_epi16(_mm_setzero_si128(), v))
 #define F16_WIDEN_HI(v) f16_widen_high(_mm_unpackhi_epi16(_mm_setzero_si128(), v))
 
-static inline __m128i select_si128(__m128i mask, __m128i yes, __m128i no)
+static SINPE_INLINE __m128i select_si128(__m128i mask, __m128i yes, __m128i no)
 {
     return _mm_or_si128(_mm_and_si128(mask, yes), _mm_andnot_si128(mask, no));
 }
 
 /* float16.h's sinpe_float_to_half, its steps in SSE2; the half in the high
  * 16 bits of each lane (the low 16 are zero) */
-static inline __m128i f16_rounded_high(vf v)
+static SINPE_INLINE __m128i f16_rounded_high(vf v)
 {
     const __m128i b = _mm_castps_si128(v);
     const __m128i sign = _mm_and_si128(b, _mm_set1_epi32((int)0x80000000u));
@@ -364,12 +365,12 @@ static inline __m128i f16_rounded_high(vf v)
     const __m128i bits = select_si128(is_huge, huge, select_si128(is_subnormal, subnormal, normal));
     return _mm_or_si128(_mm_slli_epi32(bits, 16), sign);
 }
-static inline vf f16_round(vf v, int *bad)
+static SINPE_INLINE vf f16_round(vf v, int *bad)
 {
     (void)bad;
     return f16_widen_high(f16_rounded_high(v));
 }
-static inline vi f16_pack(vf lo, vf hi, int *bad)
+static SINPE_INLINE vi f16_pack(vf lo, vf hi, int *bad)
 {
     *bad |= vf_nan_lanes(lo) | vf_nan_lanes(hi);
     return _mm_packs_epi32(_mm_srai_epi32(f16_rounded_high(lo), 16),
@@ -385,36 +386,44 @@ typedef struct {
     vf lo, hi;
 } v16f;
 
-static inline v16f v16_add(v16f a, v16f b)
+static SINPE_INLINE v16f v16_add(v16f a, v16f b)
 {
     return (v16f){vf_add(a.lo, b.lo), vf_add(a.hi, b.hi)};
 }
-static inline v16f v16_scale(v16f a, vf s)
+static SINPE_INLINE v16f v16_sub(v16f a, v16f b)
+{
+    return (v16f){vf_sub(a.lo, b.lo), vf_sub(a.hi, b.hi)};
+}
+static SINPE_INLINE v16f v16_mul(v16f a, v16f b)
+{
+    return (v16f){vf_mul(a.lo, b.lo), vf_mul(a.hi, b.hi)};
+}
+static SINPE_INLINE v16f v16_scale(v16f a, vf s)
 {
     return (v16f){vf_mul(a.lo, s), vf_mul(a.hi, s)};
 }
 
-static inline v16f bf16_widen(vi v)
+static SINPE_INLINE v16f bf16_widen(vi v)
 {
     return (v16f){BF16_WIDEN_LO(v), BF16_WIDEN_HI(v)};
 }
-static inline v16f f16_widen(vi v)
+static SINPE_INLINE v16f f16_widen(vi v)
 {
     return (v16f){F16_WIDEN_LO(v), F16_WIDEN_HI(v)};
 }
-static inline vi bf16_narrow(v16f v, int *bad)
+static SINPE_INLINE vi bf16_narrow(v16f v, int *bad)
 {
     return bf16_pack(v.lo, v.hi, bad);
 }
-static inline vi f16_narrow(v16f v, int *bad)
+static SINPE_INLINE vi f16_narrow(v16f v, int *bad)
 {
     return f16_pack(v.lo, v.hi, bad);
 }
-static inline v16f bf16_round2(v16f v, int *bad)
+static SINPE_INLINE v16f bf16_round2(v16f v, int *bad)
 {
     return (v16f){bf16_round(v.lo, bad), bf16_round(v.hi, bad)};
 }
-static inline v16f f16_round2(v16f v, int *bad)
+static SINPE_INLINE v16f f16_round2(v16f v, int *bad)
 {
     return (v16f){f16_round(v.lo, bad), f16_round(v.hi, bad)};
 }

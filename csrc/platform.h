@@ -43,6 +43,14 @@
 #endif
 #endif
 
+/* Small vector helpers whose pointer arguments (a report flag) must stay
+ * in registers: inlined whatever the compiler's size heuristics say. */
+#if defined(SINPE_MSVC)
+#define SINPE_INLINE __forceinline
+#else
+#define SINPE_INLINE inline __attribute__((always_inline))
+#endif
+
 /* No fused multiply-adds: a*b + c rounded twice, in every loop and at every
  * SIMD level, so that every path gives the same bits (the builds also pass
  * -ffp-contract=off or /fp:precise; these hold whatever flags are used). */

@@ -214,12 +214,13 @@ static void rotate_span(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_
     }
     for (ptrdiff_t j = j0; j < j1;) {
         const ptrdiff_t run = min_ptrdiff(j1 - j, g->inner.shape[inner_last] - ic.index[inner_last]);
-        const sinpe_rotate_shape shape = {1, run, inner_stride, src_inner};
+        const sinpe_rotate_shape shape = {run, 1, 0, 0};
         for (ptrdiff_t i = i0; i < i1; ++i) {
             const ptrdiff_t o = (i - i0) * outer_stride + oc.off[0] + ic.off[0];
             const ptrdiff_t os = (i - i0) * src_outer + oc.off[1] + ic.off[1];
             sinpe_rot_tile_rotate(plan, g, &t, t.data + (i - i0) * t.row_bytes, 0, data + o,
-                                  0, source != NULL ? source + os : NULL, 0, shape);
+                                  inner_stride, source != NULL ? source + os : NULL, src_inner,
+                                  shape);
         }
         cursor_advance(&g->inner, &ic, run);
         j += run;

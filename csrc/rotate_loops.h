@@ -73,46 +73,76 @@
         }                                                                                     \
     }
 
-/* A call's rows and copies (kernels.h): the copies (heads) of one cache
- * row are rotated one after the other, in groups of ROTATE_GROUP copies
- * walked row by row, so that the cache row is read from L1 for each copy
- * after the first and a group's rows stream side by side.  Heads of 64
- * and 128 features get rows of a known length (unrolled). */
-#ifndef ROTATE_GROUP
-#define ROTATE_GROUP 4
-#endif
-#define ROTATE_KERNEL(name, T, C, ROW_CALL)                                                   \
+/* A call's rows and copies (kernels.h).  Copies one after the other, row
+ * by row; with vector rows, GROUP copies at a time side by side (the heads
+ * of one position: GROUP_CALL), which read each cache vector once for all
+ * of them, from registers, and load all their elements before storing any.
+ * Loads first matters: the heads of (B, H, L, D) lie a multiple of 4 KB
+ * apart, and a load after another head's store to the same low 12 address
+ * bits waits for that store (4K aliasing; on the AMD EPYC, Zen 5, heads
+ * taken in turn row by row were slower than one head at a time).  The
+ * walk is chosen once per call (rows of a known length for heads of 64 and
+ * 128 features, in place, by a tile's rows), so that the row loop is
+ * short. */
+#define ROTATE_KERNEL(name, T, C, ROW_CALL, GROUP_CALL, GROUP)                                \
+    static inline void name##_walk(const sinpe_rotate_args *r, ptrdiff_t n, int same,         \
+                                   int in_place)                                              \
+    {                                                                                         \
+        /* in locals: the vector stores may alias anything, *r included */                  \
+        char *const dst = r->dst;                                                             \
+        const char *const src = in_place ? NULL : r->src, *const cos = r->cos;               \
+        const char *const sin = r->sin;                                                       \
+        const ptrdiff_t rows = r->rows, copies = r->copies;                                   \
+        const ptrdiff_t dst_stride = r->dst_stride, dst_copy = r->dst_copy;                   \
+        const ptrdiff_t src_stride = r->src_stride, src_copy = r->src_copy;                   \
+        const ptrdiff_t cos_stride = r->cos_stride, sin_stride = r->sin_stride;               \
+        const ptrdiff_t x_second = r->x_second, c_second = same ? 0 : r->c_second;            \
+        for (ptrdiff_t h = 0; h < copies;) {                                                  \
+            const int grouped = GROUP > 1 && rows > 1 && copies - h >= GROUP;                 \
+            char *yrow = dst + h * dst_copy;                                                  \
+            const char *xrow = in_place ? NULL : src + h * src_copy;                          \
+            const char *crow = cos, *srow = sin;                                              \
+            for (ptrdiff_t i = 0; i < rows; ++i) {                                            \
+                T *y = (T *)(void *)yrow;                                                     \
+                const T *x = in_place ? NULL : (const T *)(const void *)xrow;                 \
+                const C *c = (const C *)(const void *)crow;                                   \
+                const C *s = (const C *)(const void *)srow;                                   \
+                if (grouped) {                                                                \
+                    GROUP_CALL(name, T, y, x, c, s);                                          \
+                } else {                                                                      \
+                    ROW_CALL(name, T, y, x, c, s);                                            \
+                }                                                                             \
+                yrow += dst_stride;                                                           \
+                xrow = in_place ? NULL : xrow + src_stride;                                   \
+                crow += cos_stride;                                                           \
+                srow += sin_stride;                                                           \
+            }                                                                                 \
+            h += grouped ? GROUP : 1;                                                         \
+        }                                                                                     \
+        (void)x_second, (void)c_second, (void)src_copy, (void)dst_copy;                       \
+    }                                                                                         \
     static void name(const sinpe_rotate_args *r)                                              \
     {                                                                                         \
-        const ptrdiff_t n = r->n, x_second = r->x_second, c_second = r->c_second;             \
-        for (ptrdiff_t h0 = 0; h0 < r->copies; h0 += ROTATE_GROUP) {                          \
-            const ptrdiff_t h1 = h0 + ROTATE_GROUP < r->copies ? h0 + ROTATE_GROUP : r->copies; \
-            for (ptrdiff_t i = 0; i < r->rows; ++i) {                                         \
-                const C *c = (const C *)(const void *)(r->cos + i * r->cos_stride);           \
-                const C *s = (const C *)(const void *)(r->sin + i * r->sin_stride);           \
-                for (ptrdiff_t h = h0; h < h1; ++h) {                                         \
-                    T *y = (T *)(void *)(r->dst + i * r->dst_stride + h * r->dst_copy);       \
-                    const T *x = r->src == NULL ? NULL                                        \
-                                                : (const T *)(const void *)(r->src +          \
-                                                  i * r->src_stride + h * r->src_copy);       \
-                    ROW_CALL(name, y, x, c, s);                                               \
-                }                                                                             \
-            }                                                                                 \
+        const int same = r->c_second == 0, in_place = r->src == NULL;                         \
+        if (same && in_place && r->n == 32) {                                                 \
+            name##_walk(r, 32, 1, 1);                                                         \
+        } else if (same && in_place && r->n == 64) {                                          \
+            name##_walk(r, 64, 1, 1);                                                         \
+        } else if (in_place) {                                                                \
+            name##_walk(r, r->n, same, 1);                                                    \
+        } else {                                                                              \
+            name##_walk(r, r->n, same, 0);                                                    \
         }                                                                                     \
-        (void)x_second, (void)c_second;                                                       \
     }
-#define SPLIT_ROW_CALL(name, y, x, c, s)                                                      \
-    if (x == NULL && n == 32) {                                                               \
-        name##_row(32, y, y + x_second, c, c + c_second, s, s + c_second);                    \
-    } else if (x == NULL && n == 64) {                                                        \
-        name##_row(64, y, y + x_second, c, c + c_second, s, s + c_second);                    \
-    } else if (x == NULL) {                                                                   \
+#define NO_GROUP_CALL(name, T, y, x, c, s)
+#define SPLIT_ROW_CALL(name, T, y, x, c, s)                                                   \
+    if (x == NULL) {                                                                          \
         name##_row(n, y, y + x_second, c, c + c_second, s, s + c_second);                     \
     } else {                                                                                  \
         name##_row_from(n, y, y + x_second, x, x + x_second, c, c + c_second, s,              \
                         s + c_second);                                                        \
     }
-#define INTERLEAVED_ROW_CALL(name, y, x, c, s)                                                \
+#define INTERLEAVED_ROW_CALL(name, T, y, x, c, s)                                             \
     if (x == NULL) {                                                                          \
         name##_row(n, y, c, s);                                                               \
     } else {                                                                                  \
@@ -120,9 +150,9 @@
     }
 #define DEFINE_ROTATE(suffix, T, C, W, LOAD, PRODUCT, SUM, STORE)                             \
     ROTATE_ROWS_SPLIT(rotate_split_##suffix, T, C, W, LOAD, PRODUCT, SUM, STORE)              \
-    ROTATE_KERNEL(rotate_split_##suffix, T, C, SPLIT_ROW_CALL)                                \
+    ROTATE_KERNEL(rotate_split_##suffix, T, C, SPLIT_ROW_CALL, NO_GROUP_CALL, 1)              \
     ROTATE_ROWS_INTERLEAVED(rotate_interleaved_##suffix, T, C, W, LOAD, PRODUCT, SUM, STORE)  \
-    ROTATE_KERNEL(rotate_interleaved_##suffix, T, C, INTERLEAVED_ROW_CALL)
+    ROTATE_KERNEL(rotate_interleaved_##suffix, T, C, INTERLEAVED_ROW_CALL, NO_GROUP_CALL, 1)
 
 /* Each operation in the element arithmetic: float32 and float64 in their
  * own type; float16 and bfloat16 in float32 with each product and the sum
@@ -137,12 +167,33 @@
     sinpe_half_to_float(sinpe_float_to_half(NAN_FIRST_PRODUCT(x, sinpe_half_to_float(c))))
 #define BF16_PRODUCT(x, c)                                                                    \
     sinpe_bfloat16_to_float(sinpe_float_to_bfloat16(NAN_FIRST_PRODUCT(x, sinpe_bfloat16_to_float(c))))
+#if defined(SINPE_VEC16)
+#include "rotate_vec.h"
+/* the scalar rows, the vector rows on them, the kernel */
+#define DEFINE_ROTATE_VEC(suffix, K, T, C, W, LOAD, PRODUCT, SUM, STORE)                      \
+    ROTATE_ROWS_SPLIT(rotate_split_##suffix, T, C, W, LOAD, PRODUCT, SUM, STORE)              \
+    ROTATE_VEC_SPLIT(rotate_split_##suffix, K, T, C)                                          \
+    ROTATE_VEC_SPLIT_GROUP(rotate_split_##suffix, K, T, C)                                    \
+    ROTATE_KERNEL(rotate_split_##suffix, T, C, VEC_SPLIT_ROW_CALL, VEC_SPLIT_GROUP_CALL,      \
+                  K##_GROUP)                                                                  \
+    ROTATE_ROWS_INTERLEAVED(rotate_interleaved_##suffix, T, C, W, LOAD, PRODUCT, SUM, STORE)  \
+    ROTATE_VEC_INTERLEAVED(rotate_interleaved_##suffix, K, T, C)                              \
+    ROTATE_VEC_INTERLEAVED_GROUP(rotate_interleaved_##suffix, K, T, C)                        \
+    ROTATE_KERNEL(rotate_interleaved_##suffix, T, C, VEC_INTERLEAVED_ROW_CALL,                \
+                  VEC_INTERLEAVED_GROUP_CALL, K##_GROUP)
+DEFINE_ROTATE_VEC(f32, F32, float, float, float, AS_IS, EXACT_PRODUCT, PLAIN_SUM, AS_IS)
+DEFINE_ROTATE_VEC(f16, F16, uint16_t, uint16_t, float, sinpe_half_to_float, F16_PRODUCT, NAN_FIRST_SUM,
+                  sinpe_float_to_half)
+DEFINE_ROTATE_VEC(bf16, BF16, uint16_t, uint16_t, float, sinpe_bfloat16_to_float, BF16_PRODUCT,
+                  NAN_FIRST_SUM, sinpe_float_to_bfloat16)
+#else
 DEFINE_ROTATE(f32, float, float, float, AS_IS, EXACT_PRODUCT, PLAIN_SUM, AS_IS)
-DEFINE_ROTATE(f64, double, double, double, AS_IS, EXACT_PRODUCT, PLAIN_SUM, AS_IS)
 DEFINE_ROTATE(f16, uint16_t, uint16_t, float, sinpe_half_to_float, F16_PRODUCT, NAN_FIRST_SUM,
               sinpe_float_to_half)
 DEFINE_ROTATE(bf16, uint16_t, uint16_t, float, sinpe_bfloat16_to_float, BF16_PRODUCT,
               NAN_FIRST_SUM, sinpe_float_to_bfloat16)
+#endif
+DEFINE_ROTATE(f64, double, double, double, AS_IS, EXACT_PRODUCT, PLAIN_SUM, AS_IS)
 
 /* exact: the products and the sum in double from x's values and double
  * caches, rounded once to the element (16-bit types by round-to-odd,
@@ -150,8 +201,17 @@ DEFINE_ROTATE(bf16, uint16_t, uint16_t, float, sinpe_bfloat16_to_float, BF16_PRO
 #define TO_DOUBLE(v) ((double)(v))
 #define HALF_TO_DOUBLE(v) ((double)sinpe_half_to_float(v))
 #define BFLOAT16_TO_DOUBLE(v) ((double)sinpe_bfloat16_to_float(v))
+#if defined(SINPE_VEC16)
+DEFINE_ROTATE_VEC(exact_f32, XF32, float, double, double, TO_DOUBLE, EXACT_PRODUCT, PLAIN_SUM,
+                  TO_FLOAT)
+DEFINE_ROTATE_VEC(exact_f16, XF16, uint16_t, double, double, HALF_TO_DOUBLE, NAN_FIRST_PRODUCT,
+                  NAN_FIRST_SUM, sinpe_double_to_half)
+DEFINE_ROTATE_VEC(exact_bf16, XBF16, uint16_t, double, double, BFLOAT16_TO_DOUBLE,
+                  NAN_FIRST_PRODUCT, NAN_FIRST_SUM, sinpe_double_to_bfloat16)
+#else
 DEFINE_ROTATE(exact_f32, float, double, double, TO_DOUBLE, EXACT_PRODUCT, PLAIN_SUM, TO_FLOAT)
 DEFINE_ROTATE(exact_f16, uint16_t, double, double, HALF_TO_DOUBLE, NAN_FIRST_PRODUCT,
               NAN_FIRST_SUM, sinpe_double_to_half)
 DEFINE_ROTATE(exact_bf16, uint16_t, double, double, BFLOAT16_TO_DOUBLE, NAN_FIRST_PRODUCT,
               NAN_FIRST_SUM, sinpe_double_to_bfloat16)
+#endif
