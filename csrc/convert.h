@@ -8,11 +8,13 @@
  * conversions, which are the definition these match bit for bit.
  *
  * A vector of 16-bit elements (vi: 8 at the baseline's SSE2, 16 at AVX2,
- * 32 at AVX-512) widens to two float registers (v16f: lo and hi) in an
- * order of the level's choosing; narrowing restores it.  Each level uses
- * its cheapest order (SSE2 and AVX2 unpack and pack within 128-bit lanes),
- * so elements stay where they were only through a widen-narrow round trip:
- * the loops combine lanes of values widened the same way, never others.
+ * 32 at AVX-512) widens to two float registers (v16f: lo and hi), in the
+ * order each conversion makes cheapest: bfloat16 by shift and mask, the
+ * even elements in lo and the odd ones in hi (so an interleaved rotation
+ * finds each pair's partner in the other register); the hardware
+ * conversions (float16, and bfloat16's vcvtne2ps2bf16) in order, the
+ * first half in lo.  Narrowing restores the order, and the loops combine
+ * only values widened the same way.
  *
  *   level        bfloat16                         float16
  *   baseline     integer rounding (SSE2)          the scalar formulas in SSE2
@@ -30,11 +32,12 @@
  * never reach memory.  scripts/convert.sh checks every function here
  * against float16.h for all 2**32 floats and all 2**16 16-bit values.
  *
- * Rounding (round_*) keeps a NaN a NaN where the loops need it: in the
- * bfloat16 integer rounding a NaN whose low 16 bits are zero (every NaN the
- * loops make: a widened bfloat16 NaN, quieted by arithmetic, or the CPU's
- * default NaN) stays one, so that it reaches the narrowing and is reported
- * there.  float16's conversions keep every NaN a NaN.
+ * NaNs the loops make all have zero low 16 bits: a widened bfloat16 NaN,
+ * quieted by arithmetic, or the CPU's default NaN.  bfloat16's integer
+ * rounding (*_round) keeps such a NaN a NaN, so that it reaches the
+ * narrowing, which reports it from its result; other NaNs no loop makes
+ * (scripts/convert.sh counts them apart).  float16's conversions keep
+ * every NaN a NaN and report them all.
  *
  * Only standard <immintrin.h> intrinsics; the bfloat16 instructions only
  * where GCC or Clang builds the avx512_bf16 level (SINPE_LOOPS_BF16).

@@ -85,7 +85,7 @@
  * 128 features, in place, by a tile's rows), so that the row loop is
  * short. */
 #define ROTATE_KERNEL(name, T, C, ROW_CALL, GROUP_CALL, GROUP)                                \
-    static inline void name##_walk(const sinpe_rotate_args *r, ptrdiff_t n, int same,         \
+    static SINPE_INLINE void name##_walk(const sinpe_rotate_args *r, ptrdiff_t n, int same,   \
                                    int in_place)                                              \
     {                                                                                         \
         /* in locals: the vector stores may alias anything, *r included */                  \
@@ -160,9 +160,30 @@
  * float32, so each is one rounding, as NumPy and torch compute it). */
 #define EXACT_PRODUCT(x, c) ((x) * (c))
 #define PLAIN_SUM(p, q) ((p) + (q))
-/* the first NaN operand (the NaN rule above) */
-#define NAN_FIRST_PRODUCT(x, c) ((x) != (x) ? (x) : (x) * (c))
-#define NAN_FIRST_SUM(p, q) ((p) != (p) ? (p) : (p) + (q))
+/* The first NaN operand (the NaN rule above), selected with a mask of
+ * bits: a conditional on floats, or the product computed in one arm of
+ * one, left GCC's loops unvectorised (under trapping math it neither
+ * converts a float select to a vector one nor computes an arm
+ * speculatively), and these are aarch64's only loops. */
+static SINPE_INLINE float nan_first_f(float operand, float result)
+{
+    const uint32_t nan = (uint32_t)0 - (uint32_t)(operand != operand);
+    return sinpe_bits_float((sinpe_float_bits(operand) & nan) | (sinpe_float_bits(result) & ~nan));
+}
+static SINPE_INLINE double nan_first_d(double operand, double result)
+{
+    const uint64_t nan = (uint64_t)0 - (uint64_t)(operand != operand);
+    uint64_t a, r;
+    memcpy(&a, &operand, 8);
+    memcpy(&r, &result, 8);
+    r = (a & nan) | (r & ~nan);
+    memcpy(&result, &r, 8);
+    return result;
+}
+#define NAN_FIRST_PRODUCT(x, c) nan_first_f(x, (x) * (c))
+#define NAN_FIRST_SUM(p, q) nan_first_f(p, (p) + (q))
+#define NAN_FIRST_PRODUCT_D(x, c) nan_first_d(x, (x) * (c))
+#define NAN_FIRST_SUM_D(p, q) nan_first_d(p, (p) + (q))
 #define F16_PRODUCT(x, c)                                                                     \
     sinpe_half_to_float(sinpe_float_to_half(NAN_FIRST_PRODUCT(x, sinpe_half_to_float(c))))
 #define BF16_PRODUCT(x, c)                                                                    \
@@ -204,14 +225,14 @@ DEFINE_ROTATE(f64, double, double, double, AS_IS, EXACT_PRODUCT, PLAIN_SUM, AS_I
 #if defined(SINPE_VEC16)
 DEFINE_ROTATE_VEC(exact_f32, XF32, float, double, double, TO_DOUBLE, EXACT_PRODUCT, PLAIN_SUM,
                   TO_FLOAT)
-DEFINE_ROTATE_VEC(exact_f16, XF16, uint16_t, double, double, HALF_TO_DOUBLE, NAN_FIRST_PRODUCT,
-                  NAN_FIRST_SUM, sinpe_double_to_half)
+DEFINE_ROTATE_VEC(exact_f16, XF16, uint16_t, double, double, HALF_TO_DOUBLE, NAN_FIRST_PRODUCT_D,
+                  NAN_FIRST_SUM_D, sinpe_double_to_half)
 DEFINE_ROTATE_VEC(exact_bf16, XBF16, uint16_t, double, double, BFLOAT16_TO_DOUBLE,
-                  NAN_FIRST_PRODUCT, NAN_FIRST_SUM, sinpe_double_to_bfloat16)
+                  NAN_FIRST_PRODUCT_D, NAN_FIRST_SUM_D, sinpe_double_to_bfloat16)
 #else
 DEFINE_ROTATE(exact_f32, float, double, double, TO_DOUBLE, EXACT_PRODUCT, PLAIN_SUM, TO_FLOAT)
-DEFINE_ROTATE(exact_f16, uint16_t, double, double, HALF_TO_DOUBLE, NAN_FIRST_PRODUCT,
-              NAN_FIRST_SUM, sinpe_double_to_half)
-DEFINE_ROTATE(exact_bf16, uint16_t, double, double, BFLOAT16_TO_DOUBLE, NAN_FIRST_PRODUCT,
-              NAN_FIRST_SUM, sinpe_double_to_bfloat16)
+DEFINE_ROTATE(exact_f16, uint16_t, double, double, HALF_TO_DOUBLE, NAN_FIRST_PRODUCT_D,
+              NAN_FIRST_SUM_D, sinpe_double_to_half)
+DEFINE_ROTATE(exact_bf16, uint16_t, double, double, BFLOAT16_TO_DOUBLE, NAN_FIRST_PRODUCT_D,
+              NAN_FIRST_SUM_D, sinpe_double_to_bfloat16)
 #endif
