@@ -300,9 +300,9 @@ def _variant_cases(quick: bool) -> List[Dict[str, Any]]:
 # (shape, position axis, dtype, offset): heads-first queries, the same in
 # bfloat16, small heads, (B, L, H, D) with axis=1, and one decoding step
 ROPE_CASES = [((1, 32, 2048, 128), -2, "float32", 0), ((1, 32, 2048, 128), -2, "bfloat16", 0),
-              ((1, 32, 2048, 128), -2, "float16", 0),
-              ((4, 8, 512, 64), -2, "float32", 0), ((4, 8, 512, 64), -2, "bfloat16", 0),
-              ((8, 2048, 16, 64), 1, "float32", 0), ((1, 32, 1, 128), -2, "float32", 2047)]
+              ((1, 32, 2048, 128), -2, "float16", 0), ((4, 8, 512, 64), -2, "float32", 0),
+              ((4, 8, 512, 64), -2, "bfloat16", 0), ((8, 2048, 16, 64), 1, "float32", 0),
+              ((1, 32, 1, 128), -2, "float32", 2047)]
 
 
 def _hf_rotation(shape: Sequence[int], axis: int, offset: int, dtype: Any
