@@ -6,8 +6,9 @@
  * (vdd); the sums rounded as rotate_loops.h's scalar rows round them:
  * float32 to nearest (cvtpd2ps), the 16-bit types to odd in float and
  * then to nearest even (float16.h's sinpe_double_to_half and _bfloat16).
- * A NaN sum, and with the hardware bfloat16 conversion a subnormal, is
- * reported: the scalar rows compute that vector (the NaN rule).
+ * A NaN sum (still a NaN once rounded to float), and with the hardware
+ * bfloat16 conversion a subnormal, is reported by one test of the float
+ * vector: the scalar rows compute that vector (the NaN rule).
  *
  * Rounding to odd: the float toward zero, its lowest bit set when that
  * dropped anything, which is what float16.h's sinpe_float_odd computes
@@ -59,17 +60,16 @@ static SINPE_INLINE vf vf_of_vd(vd lo, vd hi)
 {
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
 }
-static SINPE_INLINE __m256 vd_odd_half(vd d, int *bad)
+static SINPE_INLINE __m256 vd_odd_half(vd d)
 {
     const __m256 t = _mm512_cvt_roundpd_ps(d, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     const __mmask8 inexact = _mm512_cmp_pd_mask(_mm512_cvtps_pd(t), d, _CMP_NEQ_OQ);
-    *bad |= (int)_mm512_cmp_pd_mask(d, d, _CMP_UNORD_Q);
     const __m256i bits = _mm256_castps_si256(t);
     return _mm256_castsi256_ps(_mm256_mask_or_epi32(bits, inexact, bits, _mm256_set1_epi32(1)));
 }
-static SINPE_INLINE vf vf_odd_of_vd(vd lo, vd hi, int *bad)
+static SINPE_INLINE vf vf_odd_of_vd(vd lo, vd hi)
 {
-    return _mm512_insertf32x8(_mm512_castps256_ps512(vd_odd_half(lo, bad)), vd_odd_half(hi, bad), 1);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(vd_odd_half(lo)), vd_odd_half(hi), 1);
 }
 static SINPE_INLINE vf seq_widen_bf16(const uint16_t *p)
 {
@@ -83,15 +83,17 @@ static SINPE_INLINE vf seq_widen_f16(const uint16_t *p)
 static SINPE_INLINE vh seq_narrow_bf16(vf v, int *bad)
 {
 #if defined(SINPE_LOOPS_BF16)
-    *bad |= (int)_mm512_fpclass_ps_mask(v, 0x20); /* subnormals: the instruction flushes them */
+    /* NaNs, and subnormals: the instruction flushes them */
+    *bad |= (int)_mm512_fpclass_ps_mask(v, 0xa1);
     return (vh)_mm512_cvtneps_pbh(v);
 #else
-    (void)bad;
+    *bad |= vf_nan_lanes(v);
     return _mm512_cvtepi32_epi16(_mm512_srli_epi32(bf16_rounded_high(v), 16));
 #endif
 }
-static SINPE_INLINE vh seq_narrow_f16(vf v)
+static SINPE_INLINE vh seq_narrow_f16(vf v, int *bad)
 {
+    *bad |= vf_nan_lanes(v);
     return _mm512_cvtps_ph(v, F16_RNE);
 }
 static SINPE_INLINE void vh_store(uint16_t *p, vh v)
@@ -147,20 +149,19 @@ static SINPE_INLINE __m128i mask32_of_vd(vd m)
                                                     _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6));
     return _mm256_castsi256_si128(low);
 }
-static SINPE_INLINE __m128 vd_odd_half(vd d, int *bad)
+static SINPE_INLINE __m128 vd_odd_half(vd d)
 {
     const __m128 f = _mm256_cvtpd_ps(d);
     const vd back = _mm256_cvtps_pd(f), sign = _mm256_set1_pd(-0.0);
     const vd inexact = _mm256_cmp_pd(back, d, _CMP_NEQ_OQ);
     const vd above = _mm256_cmp_pd(_mm256_andnot_pd(sign, back), _mm256_andnot_pd(sign, d), _CMP_GT_OQ);
-    *bad |= _mm256_movemask_pd(_mm256_cmp_pd(d, d, _CMP_UNORD_Q));
     const __m128i in32 = mask32_of_vd(inexact), toward_zero = mask32_of_vd(_mm256_and_pd(inexact, above));
     const __m128i bits = _mm_add_epi32(_mm_castps_si128(f), toward_zero); /* one step: -1 */
     return _mm_castsi128_ps(_mm_or_si128(bits, _mm_srli_epi32(in32, 31)));
 }
-static SINPE_INLINE vf vf_odd_of_vd(vd lo, vd hi, int *bad)
+static SINPE_INLINE vf vf_odd_of_vd(vd lo, vd hi)
 {
-    return _mm256_insertf128_ps(_mm256_castps128_ps256(vd_odd_half(lo, bad)), vd_odd_half(hi, bad), 1);
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(vd_odd_half(lo)), vd_odd_half(hi), 1);
 }
 static SINPE_INLINE vf seq_widen_bf16(const uint16_t *p)
 {
@@ -173,12 +174,13 @@ static SINPE_INLINE vf seq_widen_f16(const uint16_t *p)
 }
 static SINPE_INLINE vh seq_narrow_bf16(vf v, int *bad)
 {
-    (void)bad;
+    *bad |= vf_nan_lanes(v);
     const __m256i r = _mm256_srli_epi32(bf16_rounded_high(v), 16);
     return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
-static SINPE_INLINE vh seq_narrow_f16(vf v)
+static SINPE_INLINE vh seq_narrow_f16(vf v, int *bad)
 {
+    *bad |= vf_nan_lanes(v);
     return _mm256_cvtps_ph(v, F16_RNE);
 }
 static SINPE_INLINE void vh_store(uint16_t *p, vh v)
@@ -227,22 +229,21 @@ static SINPE_INLINE vf vf_of_vd(vd lo, vd hi)
 {
     return _mm_movelh_ps(_mm_cvtpd_ps(lo), _mm_cvtpd_ps(hi));
 }
-static SINPE_INLINE __m128i vd_odd_half(vd d, int *bad) /* two floats in the low lanes */
+static SINPE_INLINE __m128i vd_odd_half(vd d) /* two floats in the low lanes */
 {
     const __m128 f = _mm_cvtpd_ps(d);
     const vd back = _mm_cvtps_pd(f), sign = _mm_set1_pd(-0.0);
     const vd inexact = _mm_cmpneq_pd(back, d), ordered = _mm_cmpord_pd(d, d);
     const vd above = _mm_cmpgt_pd(_mm_andnot_pd(sign, back), _mm_andnot_pd(sign, d));
-    *bad |= _mm_movemask_pd(_mm_cmpunord_pd(d, d));
-    /* cmpneq is true for NaNs too: those are reported and recomputed */
+    /* cmpneq is true for NaNs too: those stay NaNs, reported by the narrowing */
     const __m128i in32 = _mm_shuffle_epi32(_mm_castpd_si128(_mm_and_pd(inexact, ordered)), 0x08);
     const __m128i toward_zero = _mm_shuffle_epi32(_mm_castpd_si128(_mm_and_pd(inexact, above)), 0x08);
     const __m128i bits = _mm_add_epi32(_mm_castps_si128(f), toward_zero);
     return _mm_or_si128(bits, _mm_srli_epi32(in32, 31));
 }
-static SINPE_INLINE vf vf_odd_of_vd(vd lo, vd hi, int *bad)
+static SINPE_INLINE vf vf_odd_of_vd(vd lo, vd hi)
 {
-    return _mm_castsi128_ps(_mm_unpacklo_epi64(vd_odd_half(lo, bad), vd_odd_half(hi, bad)));
+    return _mm_castsi128_ps(_mm_unpacklo_epi64(vd_odd_half(lo), vd_odd_half(hi)));
 }
 static SINPE_INLINE vf seq_widen_bf16(const uint16_t *p)
 {
@@ -256,12 +257,13 @@ static SINPE_INLINE vf seq_widen_f16(const uint16_t *p)
 }
 static SINPE_INLINE vh seq_narrow_bf16(vf v, int *bad)
 {
-    (void)bad;
+    *bad |= vf_nan_lanes(v);
     const __m128i r = _mm_srai_epi32(bf16_rounded_high(v), 16);
     return _mm_packs_epi32(r, r);
 }
-static SINPE_INLINE vh seq_narrow_f16(vf v)
+static SINPE_INLINE vh seq_narrow_f16(vf v, int *bad)
 {
+    *bad |= vf_nan_lanes(v);
     const __m128i r = _mm_srai_epi32(f16_rounded_high(v), 16);
     return _mm_packs_epi32(r, r);
 }
@@ -326,7 +328,7 @@ static SINPE_INLINE vdd vdd_pairs(vdd v, vdd c, vdd s)
 #define XBF16_PROD(x, c) vdd_mul(x, c)
 #define XBF16_SUB vdd_sub
 #define XBF16_ADD vdd_add
-#define XBF16_FINISH(v) seq_narrow_bf16(vf_odd_of_vd((v).lo, (v).hi, &bad), &bad)
+#define XBF16_FINISH(v) seq_narrow_bf16(vf_odd_of_vd((v).lo, (v).hi), &bad)
 #define XBF16_PUT(p, o) vh_store(p, o)
 #define XBF16_PAIRS(v, c, s) XBF16_FINISH(vdd_pairs(v, c, s))
 #define XBF16_GROUP X16_GROUP
@@ -339,7 +341,7 @@ static SINPE_INLINE vdd vdd_pairs(vdd v, vdd c, vdd s)
 #define XF16_PROD(x, c) vdd_mul(x, c)
 #define XF16_SUB vdd_sub
 #define XF16_ADD vdd_add
-#define XF16_FINISH(v) seq_narrow_f16(vf_odd_of_vd((v).lo, (v).hi, &bad))
+#define XF16_FINISH(v) seq_narrow_f16(vf_odd_of_vd((v).lo, (v).hi), &bad)
 #define XF16_PUT(p, o) vh_store(p, o)
 #define XF16_PAIRS(v, c, s) XF16_FINISH(vdd_pairs(v, c, s))
 #define XF16_GROUP X16_GROUP

@@ -2,7 +2,7 @@
 # The vector conversions of the 16-bit formats (csrc/convert.h) at every
 # x86-64 SIMD level this CPU has, against float16.h's scalar definitions for
 # all 2**32 floats and all 2**16 16-bit values (scripts/convert_check.c).
-# Run by hand after changing convert.h or float16.h; a minute or two a level.
+# Run by hand after changing convert.h, rotate_exact.h or float16.h; 1-2 minutes a level.
 #   bash scripts/convert.sh [LEVEL...]   (default: every level the CPU has)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,7 +36,7 @@ for level in "${levels[@]}"; do
     common=(-O2 -std=c11 -ffp-contract=off -fno-math-errno -I"$root/csrc")
     # shellcheck disable=SC2086  # flags are words
     gcc "${common[@]}" ${flags[$level]} -c -o "$work/level.o" "$root/scripts/convert_level.c"
-    gcc "${common[@]}" -o "$work/check" "$root/scripts/convert_check.c" "$work/level.o"
+    gcc "${common[@]}" -o "$work/check" "$root/scripts/convert_check.c" "$work/level.o" -lm
     "$work/check" "$level" || status=1
 done
 exit $status

@@ -1,6 +1,7 @@
 /*
- * One SIMD level's vector conversions (csrc/convert.h) behind plain
- * functions over arrays, for scripts/convert_check.c.  Built once per
+ * One SIMD level's vector conversions (csrc/convert.h, and the exact
+ * rotations' in rotate_exact.h) behind plain functions over arrays, for
+ * scripts/convert_check.c.  Built once per
  * level by scripts/convert.sh with that level's -m flags and the macros
  * its loops file defines (SINPE_LOOPS_AVX, SINPE_LOOPS_AVX512,
  * SINPE_LOOPS_BF16; none: the baseline).
@@ -12,6 +13,8 @@
 #include <string.h>
 
 #include "convert.h"
+#define SINPE_LOOPS unused /* rotate_exact.h is a part of the loops */
+#include "rotate_exact.h"
 
 #define PAIR (2 * VF_LANES) /* the elements of one vi */
 
@@ -86,5 +89,32 @@ void level_round(int f16, const float *in, float *out, unsigned char *bad, size_
         const vf v = vf_load(in + i);
         vf_store(out + i, f16 ? f16_round(v, &flag) : bf16_round(v, &flag));
         bad[i / VF_LANES] = flag != 0;
+    }
+}
+
+/* The exact rotations' conversions: VF_LANES elements in order. */
+void level_seq_widen(int f16, const uint16_t *in, float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i += VF_LANES) {
+        vf_store(out + i, f16 ? seq_widen_f16(in + i) : seq_widen_bf16(in + i));
+    }
+}
+
+void level_seq_narrow(int f16, const float *in, uint16_t *out, unsigned char *bad, size_t n)
+{
+    for (size_t i = 0; i < n; i += VF_LANES) {
+        int flag = 0;
+        const vf v = vf_load(in + i);
+        vh_store(out + i, f16 ? seq_narrow_f16(v, &flag) : seq_narrow_bf16(v, &flag));
+        bad[i / VF_LANES] = flag != 0;
+    }
+}
+
+/* n doubles (a multiple of VF_LANES) rounded to float by rounding to odd */
+void level_odd(const double *in, float *out, size_t n)
+{
+    for (size_t i = 0; i < n; i += VF_LANES) {
+        const vdd d = vdd_load(in + i);
+        vf_store(out + i, vf_odd_of_vd(d.lo, d.hi));
     }
 }
