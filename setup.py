@@ -17,7 +17,8 @@ FLAGS = {
 # GCC and Clang get a level file's instructions from its pragmas; MSVC has
 # no such pragma and needs the flag on the file.
 LEVEL_FLAGS = {
-    "msvc": {"csrc/loops_avx2.c": ["/arch:AVX2"], "csrc/loops_avx512.c": ["/arch:AVX512"]},
+    "msvc": {"csrc/loops_avx2.c": ["/arch:AVX2"], "csrc/loops_avx512.c": ["/arch:AVX512"],
+             "csrc/loops_avx512_bf16.c": ["/arch:AVX512"]},
 }
 
 

@@ -12,7 +12,8 @@
 
 #include "kernels.h"
 
-static const char *const level_names[SINPE_SIMD_LEVELS] = {"baseline", "avx2", "avx512"};
+static const char *const level_names[SINPE_SIMD_LEVELS] = {"baseline", "avx2", "avx512",
+                                                            "avx512_bf16"};
 
 /* -1 until chosen */
 static sinpe_atomic chosen = SINPE_ATOMIC_INIT(-1);
@@ -23,6 +24,9 @@ static unsigned cpu_levels(void)
     ptrdiff_t levels = sinpe_atomic_load(&known);
     if (levels < 0) {
         levels = (ptrdiff_t)sinpe_cpu_simd_levels();
+#if !defined(SINPE_BF16_LOOPS)
+        levels &= ~((ptrdiff_t)1 << SINPE_SIMD_AVX512_BF16); /* not built */
+#endif
         sinpe_atomic_store(&known, levels);
     }
     return (unsigned)levels;
@@ -80,7 +84,13 @@ const sinpe_kernels *sinpe_kernels_active(void)
 {
 #if defined(SINPE_X86_64)
     static const sinpe_kernels *const loops[SINPE_SIMD_LEVELS] = {
-        &sinpe_loops_baseline, &sinpe_loops_avx2, &sinpe_loops_avx512};
+        &sinpe_loops_baseline, &sinpe_loops_avx2, &sinpe_loops_avx512,
+#if defined(SINPE_BF16_LOOPS)
+        &sinpe_loops_avx512_bf16,
+#else
+        &sinpe_loops_avx512, /* never chosen: the level is not offered */
+#endif
+    };
     return loops[sinpe_simd_level()];
 #else
     return &sinpe_loops_baseline;

@@ -117,19 +117,28 @@ static inline double sinpe_add_elem(sinpe_dtype dtype, double x, const double *t
  * rounds once); otherwise in the arithmetic of dtype, as NumPy and torch
  * compute x * C + rotate_half(x) * S with C, S of dtype: float32 in float,
  * the 16-bit types each product and the sum in float32 rounded to the type.
- * The rotation loops (loops.h) must match this bit for bit. */
+ * A 16-bit NaN result is the first NaN operand's (x before c, x * c before
+ * w * s), whichever one the CPU would propagate.  The rotation loops
+ * (rotate_loops.h) must match this bit for bit. */
+#define SINPE_NAN_FIRST(a, r) ((a) != (a) ? (a) : (r))
 static inline double sinpe_rotate_elem(sinpe_dtype dtype, int exact, double x, double w, double c,
                                        double s)
 {
-    if (exact || dtype == SINPE_FLOAT64) {
+    const int small = dtype == SINPE_FLOAT16 || dtype == SINPE_BFLOAT16;
+    if ((exact || dtype == SINPE_FLOAT64) && !small) {
         return x * c + w * s;
+    }
+    if (exact) {
+        const double p = SINPE_NAN_FIRST(x, x * c), q = SINPE_NAN_FIRST(w, w * s);
+        return SINPE_NAN_FIRST(p, p + q);
     }
     if (dtype == SINPE_FLOAT32) {
         return (double)((float)x * (float)c + (float)w * (float)s);
     }
-    const float p = (float)sinpe_round_small(dtype, (float)x * (float)c);
-    const float q = (float)sinpe_round_small(dtype, (float)w * (float)s);
-    return sinpe_round_small(dtype, p + q);
+    const float xf = (float)x, wf = (float)w;
+    const float p = (float)sinpe_round_small(dtype, SINPE_NAN_FIRST(xf, xf * (float)c));
+    const float q = (float)sinpe_round_small(dtype, SINPE_NAN_FIRST(wf, wf * (float)s));
+    return sinpe_round_small(dtype, SINPE_NAN_FIRST(p, p + q));
 }
 
 /* The shape of a view the kernels can walk: 1 .. SINPE_MAX_DIMS axes, no

@@ -22,14 +22,14 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline uint32_t sinpe_float_bits(float f)
+static SINPE_INLINE uint32_t sinpe_float_bits(float f)
 {
     uint32_t b;
     memcpy(&b, &f, 4);
     return b;
 }
 
-static inline float sinpe_bits_float(uint32_t b)
+static SINPE_INLINE float sinpe_bits_float(uint32_t b)
 {
     float f;
     memcpy(&f, &b, 4);
@@ -39,7 +39,7 @@ static inline float sinpe_bits_float(uint32_t b)
 /* value rounded to float toward zero, the lowest bit set if inexact (a NaN
  * stays a NaN; beyond the float range: FLT_MAX, odd, which every 16-bit
  * format rounds to infinity as it would the double). */
-static inline float sinpe_float_odd(double value)
+static SINPE_INLINE float sinpe_float_odd(double value)
 {
     const float f = (float)value;
     const uint32_t inexact = (double)f != value && value == value;
@@ -49,7 +49,7 @@ static inline float sinpe_float_odd(double value)
 
 /* float -> bfloat16 and float -> half, to nearest, ties to even; NaN: the
  * quiet NaN of the same sign. */
-static inline uint16_t sinpe_float_to_bfloat16(float value)
+static SINPE_INLINE uint16_t sinpe_float_to_bfloat16(float value)
 {
     const uint32_t b = sinpe_float_bits(value);
     const uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
@@ -57,7 +57,7 @@ static inline uint16_t sinpe_float_to_bfloat16(float value)
     return (uint16_t)(value != value ? nan : rounded);
 }
 
-static inline uint16_t sinpe_float_to_half(float value)
+static SINPE_INLINE uint16_t sinpe_float_to_half(float value)
 {
     const uint32_t f32_infinity = 255u << 23, f16_overflow = (127u + 16u) << 23;
     /* adding this float aligns a subnormal half's bits at the bottom, where
@@ -80,7 +80,7 @@ static inline uint16_t sinpe_float_to_half(float value)
     return (uint16_t)(bits | (sign >> 16));
 }
 
-static inline float sinpe_half_to_float(uint16_t half)
+static SINPE_INLINE float sinpe_half_to_float(uint16_t half)
 {
     const float magic = sinpe_bits_float((254u - 15u) << 23);
     const float infnan = sinpe_bits_float((127u + 16u) << 23);
@@ -92,27 +92,27 @@ static inline float sinpe_half_to_float(uint16_t half)
 }
 
 /* bfloat16 is the top half of a float32: widening is exact. */
-static inline float sinpe_bfloat16_to_float(uint16_t bf)
+static SINPE_INLINE float sinpe_bfloat16_to_float(uint16_t bf)
 {
     return sinpe_bits_float((uint32_t)bf << 16);
 }
 
-static inline uint16_t sinpe_double_to_half(double value)
+static SINPE_INLINE uint16_t sinpe_double_to_half(double value)
 {
     return sinpe_float_to_half(sinpe_float_odd(value));
 }
 
-static inline uint16_t sinpe_double_to_bfloat16(double value)
+static SINPE_INLINE uint16_t sinpe_double_to_bfloat16(double value)
 {
     return sinpe_float_to_bfloat16(sinpe_float_odd(value));
 }
 
-static inline double sinpe_half_to_double(uint16_t half)
+static SINPE_INLINE double sinpe_half_to_double(uint16_t half)
 {
     return sinpe_half_to_float(half);
 }
 
-static inline double sinpe_bfloat16_to_double(uint16_t bf)
+static SINPE_INLINE double sinpe_bfloat16_to_double(uint16_t bf)
 {
     return sinpe_bfloat16_to_float(bf);
 }

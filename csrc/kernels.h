@@ -55,18 +55,27 @@ typedef void (*sinpe_add_loop)(char *dst, ptrdiff_t dst_stride, const char *src,
                                ptrdiff_t src_stride, ptrdiff_t rows, ptrdiff_t count,
                                double scale);
 
-/* Rotations (rows.h's sinpe_rotate_rows) of `rows` rows of n pairs, native
- * contiguous elements: pair j of a row is columns (j, x_second + j) split,
- * or (2j, 2j + 1) interleaved, and its cosines and sines are the same
- * columns of the cos and sin rows (c_second for split ones):
+/* Rotations (rows.h's sinpe_rotate_rows) of n pairs in each of `rows`
+ * rows of `copies` copies, native contiguous elements: row i of copy h at
+ * dst + i * dst_stride + h * dst_copy, rotated by the cache rows at
+ * cos + i * cos_stride and sin + i * sin_stride (the copies of a row, the
+ * heads of a position, share them).  Pair j of a row is columns
+ * (j, x_second + j) split, or (2j, 2j + 1) interleaved, and its cosines
+ * and sines are the same columns of the cos and sin rows (c_second for
+ * split ones):
  *     y[a] = x[a] * cos[a] + (-x[b]) * sin[a],  y[b] = x[b] * cos[b] + x[a] * sin[b]
- * src NULL: in place in dst; else from src (no shared memory with dst).
- * The caches are of the element type (rotate: each operation in the
- * element arithmetic) or double (rotate_exact: in double, rounded once). */
-typedef void (*sinpe_rotate_loop)(ptrdiff_t rows, ptrdiff_t n, char *dst, ptrdiff_t dst_stride,
-                                  const char *src, ptrdiff_t src_stride, const char *cos,
-                                  ptrdiff_t cos_stride, const char *sin, ptrdiff_t sin_stride,
-                                  ptrdiff_t x_second, ptrdiff_t c_second);
+ * src NULL: in place in dst; else from src (src + i * src_stride +
+ * h * src_copy; no shared memory with dst).  The caches are of the element
+ * type (rotate: each operation in the element arithmetic) or double
+ * (rotate_exact: in double, rounded once); they share no memory with dst. */
+typedef struct {
+    char *dst;
+    const char *src, *cos, *sin;
+    ptrdiff_t rows, copies, n;
+    ptrdiff_t dst_stride, dst_copy, src_stride, src_copy, cos_stride, sin_stride;
+    ptrdiff_t x_second, c_second;
+} sinpe_rotate_args;
+typedef void (*sinpe_rotate_loop)(const sinpe_rotate_args *r);
 
 /* sin_out[k], cos_out[k] = sin, cos of position * freq[k], k < count:
  * the anchors of a block, and the step rows (position = the row). */
@@ -103,6 +112,9 @@ extern const sinpe_kernels sinpe_loops_baseline;
 #if defined(SINPE_X86_64)
 extern const sinpe_kernels sinpe_loops_avx2;
 extern const sinpe_kernels sinpe_loops_avx512;
+#endif
+#if defined(SINPE_BF16_LOOPS)
+extern const sinpe_kernels sinpe_loops_avx512_bf16;
 #endif
 
 #endif /* SINPE_KERNELS_H */

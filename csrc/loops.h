@@ -17,6 +17,8 @@
 #error "loops.h is included by loops_LEVEL.c only, after defining SINPE_LOOPS"
 #endif
 
+#include "convert.h"
+
 #define PAIR_LOOP(name, T, CONVERT, VALUE, args, body)                                        \
     static void name(int rows, ptrdiff_t n, const double *restrict s0,                        \
                      const double *restrict c0, const double *cs, const double *ss,           \
@@ -145,131 +147,14 @@ DEFINE_PAIR_LOOPS2(uint16_t, bf16, sinpe_double_to_bfloat16)
 
 DEFINE_ADD(add_f32, float, float, AS_IS, AS_IS)
 DEFINE_ADD(add_f64, double, double, AS_IS, AS_IS)
+#if defined(SINPE_VEC16)
+#include "loops16.h" /* the 16-bit types on vectors, with these bits */
+#else
 DEFINE_ADD(add_f16, uint16_t, float, sinpe_half_to_float, sinpe_float_to_half)
 DEFINE_ADD(add_bf16, uint16_t, float, sinpe_bfloat16_to_float, sinpe_float_to_bfloat16)
+#endif
 
-/* The rotations (kernels.h's sinpe_rotate_loop).  Per element type: LOAD
- * widens an element to the working type W, PRODUCT(x, c) is a product as
- * the arithmetic rounds it, STORE rounds a sum to the element.  Only sums
- * of products, "p + (-b) * s" and never "p - b * s" (the same bits, as
- * (-b) * s is -(b * s) exactly): GCC 12 fuses an interleaved "subtract
- * here, add there" of products into vfmsubadd, an FMA, even under
- * -ffp-contract=off, and the levels would then disagree.
- * One row is an inline function whose pointers are restrict parameters:
- * GCC ignores restrict on pointers declared inside the row loop and checks
- * for overlap at run time on every row, which cost more than the row's
- * work for heads of 64 features (0.23 ms instead of 0.13 for 16384 rows).
- * In place and from a source are separate rows for the same reason. */
-#define ROTATE_PAIR(ya, yb, a, b, ca, cb, sa, sb, PRODUCT, STORE)                             \
-    ya = STORE(PRODUCT(a, ca) + PRODUCT(-(b), sa));                                           \
-    yb = STORE(PRODUCT(b, cb) + PRODUCT(a, sb))
-#define ROTATE_LOOP_SPLIT(name, T, C, W, LOAD, PRODUCT, STORE)                                \
-    static inline void name##_row(ptrdiff_t n, T *restrict ya, T *restrict yb,                \
-                                  const C *restrict ca, const C *restrict cb,                 \
-                                  const C *restrict sa, const C *restrict sb)                 \
-    {                                                                                         \
-        for (ptrdiff_t j = 0; j < n; ++j) {                                                   \
-            const W a = LOAD(ya[j]), b = LOAD(yb[j]);                                         \
-            ROTATE_PAIR(ya[j], yb[j], a, b, ca[j], cb[j], sa[j], sb[j], PRODUCT, STORE);      \
-        }                                                                                     \
-    }                                                                                         \
-    static inline void name##_row_from(ptrdiff_t n, T *restrict ya, T *restrict yb,          \
-                                       const T *restrict xa, const T *restrict xb,            \
-                                       const C *restrict ca, const C *restrict cb,            \
-                                       const C *restrict sa, const C *restrict sb)            \
-    {                                                                                         \
-        for (ptrdiff_t j = 0; j < n; ++j) {                                                   \
-            const W a = LOAD(xa[j]), b = LOAD(xb[j]);                                         \
-            ROTATE_PAIR(ya[j], yb[j], a, b, ca[j], cb[j], sa[j], sb[j], PRODUCT, STORE);      \
-        }                                                                                     \
-    }                                                                                         \
-    static void name(ptrdiff_t rows, ptrdiff_t n, char *dst, ptrdiff_t dst_stride,            \
-                     const char *src, ptrdiff_t src_stride, const char *cos,                  \
-                     ptrdiff_t cos_stride, const char *sin, ptrdiff_t sin_stride,             \
-                     ptrdiff_t x_second, ptrdiff_t c_second)                                  \
-    {                                                                                         \
-        for (ptrdiff_t i = 0; i < rows; ++i) {                                                \
-            T *y = (T *)(void *)(dst + i * dst_stride);                                       \
-            const C *c = (const C *)(const void *)(cos + i * cos_stride);                     \
-            const C *s = (const C *)(const void *)(sin + i * sin_stride);                     \
-            if (src == NULL && n == 32) { /* heads of 64 and 128: unrolled, no loop per row */ \
-                name##_row(32, y, y + x_second, c, c + c_second, s, s + c_second);            \
-            } else if (src == NULL && n == 64) {                                              \
-                name##_row(64, y, y + x_second, c, c + c_second, s, s + c_second);            \
-            } else if (src == NULL) {                                                         \
-                name##_row(n, y, y + x_second, c, c + c_second, s, s + c_second);             \
-            } else {                                                                          \
-                const T *x = (const T *)(const void *)(src + i * src_stride);                 \
-                name##_row_from(n, y, y + x_second, x, x + x_second, c, c + c_second, s,      \
-                                s + c_second);                                                \
-            }                                                                                 \
-        }                                                                                     \
-    }
-#define ROTATE_LOOP_INTERLEAVED(name, T, C, W, LOAD, PRODUCT, STORE)                          \
-    static inline void name##_row(ptrdiff_t n, T *restrict y, const C *restrict c,            \
-                                  const C *restrict s)                                        \
-    {                                                                                         \
-        for (ptrdiff_t j = 0; j < n; ++j) {                                                   \
-            const W a = LOAD(y[2 * j]), b = LOAD(y[2 * j + 1]);                               \
-            ROTATE_PAIR(y[2 * j], y[2 * j + 1], a, b, c[2 * j], c[2 * j + 1], s[2 * j],       \
-                        s[2 * j + 1], PRODUCT, STORE);                                        \
-        }                                                                                     \
-    }                                                                                         \
-    static inline void name##_row_from(ptrdiff_t n, T *restrict y, const T *restrict x,       \
-                                       const C *restrict c, const C *restrict s)              \
-    {                                                                                         \
-        for (ptrdiff_t j = 0; j < n; ++j) {                                                   \
-            const W a = LOAD(x[2 * j]), b = LOAD(x[2 * j + 1]);                               \
-            ROTATE_PAIR(y[2 * j], y[2 * j + 1], a, b, c[2 * j], c[2 * j + 1], s[2 * j],       \
-                        s[2 * j + 1], PRODUCT, STORE);                                        \
-        }                                                                                     \
-    }                                                                                         \
-    static void name(ptrdiff_t rows, ptrdiff_t n, char *dst, ptrdiff_t dst_stride,            \
-                     const char *src, ptrdiff_t src_stride, const char *cos,                  \
-                     ptrdiff_t cos_stride, const char *sin, ptrdiff_t sin_stride,             \
-                     ptrdiff_t x_second, ptrdiff_t c_second)                                  \
-    {                                                                                         \
-        (void)x_second, (void)c_second;                                                       \
-        for (ptrdiff_t i = 0; i < rows; ++i) {                                                \
-            T *y = (T *)(void *)(dst + i * dst_stride);                                       \
-            const C *c = (const C *)(const void *)(cos + i * cos_stride);                     \
-            const C *s = (const C *)(const void *)(sin + i * sin_stride);                     \
-            if (src == NULL) {                                                                \
-                name##_row(n, y, c, s);                                                       \
-            } else {                                                                          \
-                name##_row_from(n, y, (const T *)(const void *)(src + i * src_stride), c, s); \
-            }                                                                                 \
-        }                                                                                     \
-    }
-#define DEFINE_ROTATE(suffix, T, C, W, LOAD, PRODUCT, STORE)                                  \
-    ROTATE_LOOP_SPLIT(rotate_split_##suffix, T, C, W, LOAD, PRODUCT, STORE)                   \
-    ROTATE_LOOP_INTERLEAVED(rotate_interleaved_##suffix, T, C, W, LOAD, PRODUCT, STORE)
-
-/* Each operation in the element arithmetic: float32 and float64 in their
- * own type; float16 and bfloat16 in float32 with each product and the sum
- * rounded to the type (the product of two 16-bit values is exact in
- * float32, so each is one rounding, as NumPy and torch compute it). */
-#define EXACT_PRODUCT(x, c) ((x) * (c))
-#define F16_PRODUCT(x, c) sinpe_half_to_float(sinpe_float_to_half((x) * sinpe_half_to_float(c)))
-#define BF16_PRODUCT(x, c)                                                                    \
-    sinpe_bfloat16_to_float(sinpe_float_to_bfloat16((x) * sinpe_bfloat16_to_float(c)))
-DEFINE_ROTATE(f32, float, float, float, AS_IS, EXACT_PRODUCT, AS_IS)
-DEFINE_ROTATE(f64, double, double, double, AS_IS, EXACT_PRODUCT, AS_IS)
-DEFINE_ROTATE(f16, uint16_t, uint16_t, float, sinpe_half_to_float, F16_PRODUCT, sinpe_float_to_half)
-DEFINE_ROTATE(bf16, uint16_t, uint16_t, float, sinpe_bfloat16_to_float, BF16_PRODUCT,
-              sinpe_float_to_bfloat16)
-
-/* exact: the products and the sum in double from x's values and double
- * caches, rounded once to the element (16-bit types by round-to-odd,
- * float16.h).  float64 is the same loop as rotate_f64. */
-#define TO_DOUBLE(v) ((double)(v))
-#define HALF_TO_DOUBLE(v) ((double)sinpe_half_to_float(v))
-#define BFLOAT16_TO_DOUBLE(v) ((double)sinpe_bfloat16_to_float(v))
-DEFINE_ROTATE(exact_f32, float, double, double, TO_DOUBLE, EXACT_PRODUCT, TO_FLOAT)
-DEFINE_ROTATE(exact_f16, uint16_t, double, double, HALF_TO_DOUBLE, EXACT_PRODUCT,
-              sinpe_double_to_half)
-DEFINE_ROTATE(exact_bf16, uint16_t, double, double, BFLOAT16_TO_DOUBLE, EXACT_PRODUCT,
-              sinpe_double_to_bfloat16)
+#include "rotate_loops.h"
 
 /* The anchors and step rows: sinpe_sincos is branch free, so this
  * vectorises. */

@@ -7,9 +7,9 @@
 
 #if defined(SINPE_X86_64)
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx2,f16c"))), apply_to = function)
 #elif defined(__GNUC__)
-#pragma GCC target("avx2")
+#pragma GCC target("avx2,f16c")
 #endif
 
 #define SINPE_LOOPS sinpe_loops_avx2

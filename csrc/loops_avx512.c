@@ -8,14 +8,15 @@
 
 #if defined(SINPE_X86_64)
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,avx512f,avx512bw,avx512dq,avx512vl"))), \
+#pragma clang attribute push(__attribute__((target("avx2,f16c,avx512f,avx512bw,avx512dq,avx512vl"))), \
                              apply_to = function)
 #elif defined(__GNUC__)
-#pragma GCC target("avx2,avx512f,avx512bw,avx512dq,avx512vl")
+#pragma GCC target("avx2,f16c,avx512f,avx512bw,avx512dq,avx512vl")
 #endif
 
 #define SINPE_LOOPS sinpe_loops_avx512
 #define SINPE_LOOPS_AVX 1
+#define SINPE_LOOPS_AVX512 1
 #include "loops.h"
 
 #if defined(__clang__)

@@ -546,7 +546,7 @@ static int simd_from_environment(void)
         return 0;
     }
     return PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                            "ignoring SINPE_SIMD=%.100s: expected one of baseline, avx2, avx512 "
+                            "ignoring SINPE_SIMD=%.100s: expected one of baseline, avx2, avx512, avx512_bf16 "
                             "that this CPU has; using %s",
                             text, sinpe_simd_name(sinpe_simd_level()));
 }

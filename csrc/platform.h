@@ -35,6 +35,20 @@
 
 #if defined(__x86_64__) || defined(_M_X64) || defined(_M_AMD64)
 #define SINPE_X86_64 1
+/* the avx512_bf16 level: GCC and Clang only (the bfloat16 vector types of
+ * their intrinsics); MSVC builds, and the portable branches that stand for
+ * them, leave it out */
+#if !defined(SINPE_PORTABLE_BUILTINS)
+#define SINPE_BF16_LOOPS 1
+#endif
+#endif
+
+/* Small vector helpers whose pointer arguments (a report flag) must stay
+ * in registers: inlined whatever the compiler's size heuristics say. */
+#if defined(SINPE_MSVC)
+#define SINPE_INLINE __forceinline
+#else
+#define SINPE_INLINE inline __attribute__((always_inline))
 #endif
 
 /* No fused multiply-adds: a*b + c rounded twice, in every loop and at every
@@ -170,10 +184,11 @@ static inline int sinpe_macos_has_avx512(void)
 
 static inline unsigned sinpe_cpu_simd_levels(void)
 {
-    enum { AVX2 = 1u << 1, AVX512 = 1u << 2 }; /* SINPE_SIMD_AVX2, SINPE_SIMD_AVX512 */
-    unsigned levels = 1u, r1[4], r7[4];
+    /* SINPE_SIMD_AVX2, SINPE_SIMD_AVX512, SINPE_SIMD_AVX512_BF16 */
+    enum { AVX2 = 1u << 1, AVX512 = 1u << 2, AVX512_BF16 = 1u << 3 };
+    unsigned levels = 1u, r1[4], r7[4], r71[4];
     sinpe_cpuid(1, 0, r1);
-    const int osxsave = (r1[2] >> 27) & 1, avx = (r1[2] >> 28) & 1;
+    const int osxsave = (r1[2] >> 27) & 1, avx = (r1[2] >> 28) & 1, f16c = (r1[2] >> 29) & 1;
     if (!osxsave || !avx) {
         return levels;
     }
@@ -182,7 +197,9 @@ static inline unsigned sinpe_cpu_simd_levels(void)
         return levels;
     }
     sinpe_cpuid(7, 0, r7);
-    if ((r7[1] >> 5) & 1) {
+    /* the avx2 level converts float16 with F16C, which every AVX2 CPU has
+     * (a hypervisor hiding it gets the baseline) */
+    if (((r7[1] >> 5) & 1) && f16c) {
         levels |= AVX2;
     }
     /* F, DQ, BW, VL: what every AVX-512 CPU since Skylake-X has */
@@ -194,6 +211,13 @@ static inline unsigned sinpe_cpu_simd_levels(void)
 #endif
     if ((levels & AVX2) && (r7[1] & avx512) == avx512 && zmm_state) {
         levels |= AVX512;
+    }
+    /* AVX512_BF16: leaf 7, subleaf 1, EAX bit 5 (when leaf 7 has subleaf 1) */
+    if (r7[0] >= 1) {
+        sinpe_cpuid(7, 1, r71);
+        if ((levels & AVX512) && ((r71[0] >> 5) & 1)) {
+            levels |= AVX512_BF16;
+        }
     }
     return levels;
 }

@@ -53,6 +53,6 @@ int sinpe_rot_tile_range(const plan_t *plan, const group_t *g, int worker, ptrdi
 void sinpe_rot_tile_rotate(const plan_t *plan, const group_t *g, const rot_tile_t *t,
                            const char *cache, ptrdiff_t cache_stride, char *dst,
                            ptrdiff_t dst_stride, const char *src, ptrdiff_t src_stride,
-                           ptrdiff_t rows);
+                           sinpe_rotate_shape shape);
 
 #endif /* SINPE_ROT_TILE_H */

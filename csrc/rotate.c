@@ -147,7 +147,7 @@ int sinpe_rot_tile_range(const plan_t *plan, const group_t *g, int worker, ptrdi
 void sinpe_rot_tile_rotate(const plan_t *plan, const group_t *g, const rot_tile_t *t,
                            const char *cache, ptrdiff_t cache_stride, char *dst,
                            ptrdiff_t dst_stride, const char *src, ptrdiff_t src_stride,
-                           ptrdiff_t rows)
+                           sinpe_rotate_shape shape)
 {
     const rotation_t *rot = &plan->rot;
     const sinpe_row_format *x_fmt = &plan->target[0].fmt;
@@ -158,20 +158,24 @@ void sinpe_rot_tile_rotate(const plan_t *plan, const group_t *g, const rot_tile_
     const char *sin = cache + t->cols * (ptrdiff_t)sinpe_itemsize(t->fmt.dtype);
     sinpe_rotate_rows(&r, dst + first * x_fmt->col_stride, dst_stride,
                       src != NULL ? src + first * src_fmt->col_stride : NULL, src_stride, cache,
-                      cache_stride, sin, cache_stride, rows);
-    if (src != NULL && t->first_tile && rot->dim < plan->d) {
-        sinpe_copy_rows(x_fmt, dst + rot->dim * x_fmt->col_stride, dst_stride, src_fmt,
-                        src + rot->dim * src_fmt->col_stride, src_stride, rows, plan->d - rot->dim);
+                      cache_stride, sin, cache_stride, shape);
+    for (ptrdiff_t h = 0; src != NULL && t->first_tile && rot->dim < plan->d && h < shape.copies;
+         ++h) {
+        sinpe_copy_rows(x_fmt, dst + h * shape.dst_copy + rot->dim * x_fmt->col_stride,
+                        dst_stride, src_fmt,
+                        src + h * shape.src_copy + rot->dim * src_fmt->col_stride, src_stride,
+                        shape.rows, plan->d - rot->dim);
     }
 }
 
 /* Range positions: outer rows i0 .. i1 - 1 (one tile of them) of every
- * copy j0 .. j1 - 1, in address order: copy by copy when a copy's rows are
- * closer together than a row's copies ((B, H, L, D)); else, for each run
- * of copies along the innermost copy axis (the heads of (B, L, H, D) with
- * axis=1), position by position, the run's rows sharing one cache row.  A
- * single position (a decoding step) takes the second way: one call for the
- * heads instead of one per head. */
+ * copy j0 .. j1 - 1, one call of the rotation loop per run of copies along
+ * the innermost copy axis.  When a copy's rows are closer together than a
+ * row's copies ((B, H, L, D)) the call walks the tile's rows for the run's
+ * heads (the loop takes a few heads at a time, each cache row read once for
+ * them); else (the heads of (B, L, H, D) with axis=1) it is one call per
+ * position, the run's rows sharing one cache row.  A single position (a
+ * decoding step) takes the second way: one call for the heads. */
 static void rotate_span(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_t i0,
                         ptrdiff_t i1, ptrdiff_t j0, ptrdiff_t j1)
 {
@@ -189,22 +193,34 @@ static void rotate_span(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_
     cursor_seek(&g->outer, &oc, i0);
     cursor_seek(&g->inner, &ic, j0);
     if (inner_last < 0 || (i1 - i0 > 1 && abs_ptrdiff(outer_stride) <= abs_ptrdiff(inner_stride))) {
-        for (ptrdiff_t j = j0; j < j1; ++j, cursor_step(&g->inner, &ic)) {
+        /* each run of copies along the innermost copy axis in one call: the
+         * loop rotates a cache row's copies one after the other */
+        for (ptrdiff_t j = j0; j < j1;) {
+            const ptrdiff_t run = inner_last < 0 ? 1
+                                  : min_ptrdiff(j1 - j, g->inner.shape[inner_last] -
+                                                            ic.index[inner_last]);
+            const sinpe_rotate_shape shape = {i1 - i0, run, inner_stride, src_inner};
             sinpe_rot_tile_rotate(plan, g, &t, t.data, t.row_bytes,
                                   data + oc.off[0] + ic.off[0], outer_stride,
                                   source != NULL ? source + oc.off[1] + ic.off[1] : NULL,
-                                  src_outer, i1 - i0);
+                                  src_outer, shape);
+            if (inner_last < 0) {
+                break;
+            }
+            cursor_advance(&g->inner, &ic, run);
+            j += run;
         }
         return;
     }
     for (ptrdiff_t j = j0; j < j1;) {
         const ptrdiff_t run = min_ptrdiff(j1 - j, g->inner.shape[inner_last] - ic.index[inner_last]);
+        const sinpe_rotate_shape shape = {run, 1, 0, 0};
         for (ptrdiff_t i = i0; i < i1; ++i) {
             const ptrdiff_t o = (i - i0) * outer_stride + oc.off[0] + ic.off[0];
             const ptrdiff_t os = (i - i0) * src_outer + oc.off[1] + ic.off[1];
             sinpe_rot_tile_rotate(plan, g, &t, t.data + (i - i0) * t.row_bytes, 0, data + o,
                                   inner_stride, source != NULL ? source + os : NULL, src_inner,
-                                  run);
+                                  shape);
         }
         cursor_advance(&g->inner, &ic, run);
         j += run;
@@ -251,12 +267,14 @@ static void rotate_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrdif
                        q == p + step * run) {
                     ++run;
                 }
+                const sinpe_rotate_shape shape = {run, 1, 0, 0};
                 sinpe_rot_tile_rotate(plan, g, &t, t.data + (p - lo) * t.row_bytes,
-                                      step * t.row_bytes, row, stride, src, src_stride, run);
+                                      step * t.row_bytes, row, stride, src, src_stride, shape);
             } else {
                 sinpe_rot_tile_fill(plan, g, worker, tile, &t, plan->tile_rows, is_int, p, 1, x);
+                const sinpe_rotate_shape one = {1, 1, 0, 0};
                 sinpe_rot_tile_rotate(plan, g, &t, t.data + plan->tile_rows * t.row_bytes, 0, row,
-                                      0, src, 0, 1);
+                                      0, src, 0, one);
             }
             cursor_advance(&g->outer, &oc, run);
             i += run;
@@ -290,8 +308,9 @@ static void rotate_given(const plan_t *plan, ptrdiff_t f0, ptrdiff_t f1)
     for (ptrdiff_t f = f0; f < f1;) {
         const ptrdiff_t run = last >= 0 ? min_ptrdiff(f1 - f, rot->shape[last] - index[last]) : 1;
         const char *src = rot->source != NULL ? rot->source + off[1] : NULL;
+        const sinpe_rotate_shape shape = {run, 1, 0, 0};
         sinpe_rotate_rows(&r, data + off[0], stride[0], src, stride[1], rot->cos + off[2],
-                          stride[2], rot->sin + off[3], stride[3], run);
+                          stride[2], rot->sin + off[3], stride[3], shape);
         if (src != NULL && rot->dim < plan->d) {
             sinpe_copy_rows(x_fmt, data + off[0] + rot->dim * x_fmt->col_stride, stride[0],
                             src_fmt, src + rot->dim * src_fmt->col_stride, stride[1], run,

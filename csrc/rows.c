@@ -263,24 +263,32 @@ static void rotate_row_elements(const sinpe_rotation *r, char *dst, const char *
 
 void sinpe_rotate_rows(const sinpe_rotation *r, char *dst, ptrdiff_t dst_stride, const char *src,
                        ptrdiff_t src_stride, const char *cos, ptrdiff_t cos_stride,
-                       const char *sin, ptrdiff_t sin_stride, ptrdiff_t rows)
+                       const char *sin, ptrdiff_t sin_stride, sinpe_rotate_shape shape)
 {
     const sinpe_dtype dtype = r->dst->dtype;
     const size_t itemsize = sinpe_itemsize(dtype), cache_size = sinpe_itemsize(r->cos->dtype);
-    if (is_plain(r->dst, dst, dst_stride, itemsize) &&
+    const ptrdiff_t item = (ptrdiff_t)itemsize;
+    const int copies_plain = shape.copies == 1 ||
+                             (shape.dst_copy % item == 0 && (src == NULL || shape.src_copy % item == 0));
+    if (copies_plain && is_plain(r->dst, dst, dst_stride, itemsize) &&
         (src == NULL || is_plain(r->src, src, src_stride, itemsize)) &&
         r->sin->dtype == r->cos->dtype && is_plain(r->cos, cos, cos_stride, cache_size) &&
         is_plain(r->sin, sin, sin_stride, cache_size)) {
         const sinpe_kernels *k = sinpe_kernels_active();
         const sinpe_rotate_loop loop = r->cos->dtype == dtype ? k->rotate[dtype][r->interleaved]
                                                               : k->rotate_exact[dtype][r->interleaved];
-        loop(rows, r->count, dst, dst_stride, src, src_stride, cos, cos_stride, sin, sin_stride,
-             r->x_second, r->c_second);
+        const sinpe_rotate_args args = {dst, src, cos, sin, shape.rows, shape.copies, r->count,
+                                        dst_stride, shape.dst_copy, src_stride, shape.src_copy,
+                                        cos_stride, sin_stride, r->x_second, r->c_second};
+        loop(&args);
         return;
     }
-    for (ptrdiff_t i = 0; i < rows; ++i) {
-        rotate_row_elements(r, dst + i * dst_stride, src != NULL ? src + i * src_stride : NULL,
-                            cos + i * cos_stride, sin + i * sin_stride);
+    for (ptrdiff_t h = 0; h < shape.copies; ++h) {
+        for (ptrdiff_t i = 0; i < shape.rows; ++i) {
+            rotate_row_elements(r, dst + i * dst_stride + h * shape.dst_copy,
+                                src != NULL ? src + i * src_stride + h * shape.src_copy : NULL,
+                                cos + i * cos_stride, sin + i * sin_stride);
+        }
     }
 }
 

@@ -88,13 +88,17 @@ typedef struct {
     ptrdiff_t count, x_second, c_second;
 } sinpe_rotation;
 
-/* `rows` rows: x rows at dst + i * dst_stride (src + i * src_stride), cache
- * rows at cos + i * cos_stride and sin + i * sin_stride (stride 0: one row
- * for all).  The fast loops when every row is plain, else element by
- * element (sinpe_rotate_elem). */
+/* `rows` rows of `copies` copies: x rows at dst + i * dst_stride +
+ * h * dst_copy (src + i * src_stride + h * src_copy), cache rows at
+ * cos + i * cos_stride and sin + i * sin_stride (stride 0: one row for
+ * all; the copies of a row share it).  The fast loops when every row is
+ * plain, else element by element (sinpe_rotate_elem). */
+typedef struct {
+    ptrdiff_t rows, copies, dst_copy, src_copy;
+} sinpe_rotate_shape;
 void sinpe_rotate_rows(const sinpe_rotation *r, char *dst, ptrdiff_t dst_stride, const char *src,
                        ptrdiff_t src_stride, const char *cos, ptrdiff_t cos_stride,
-                       const char *sin, ptrdiff_t sin_stride, ptrdiff_t rows);
+                       const char *sin, ptrdiff_t sin_stride, sinpe_rotate_shape shape);
 
 /* `rows` rows of `count` elements copied bit for bit (byte order as each
  * format says): the columns an out-of-place rotation does not rotate. */

@@ -312,8 +312,9 @@ static void act(const plan_t *plan, const group_t *g, const rot_tile_t *t, const
         return;
     }
     const char *source = plan->rot.source;
+    const sinpe_rotate_shape shape = {rows, 1, 0, 0};
     sinpe_rot_tile_rotate(plan, g, t, cache, cache_stride, plan->target[0].data + off[0],
-                          stride[0], source != NULL ? source + off[1] : NULL, stride[1], rows);
+                          stride[0], source != NULL ? source + off[1] : NULL, stride[1], shape);
 }
 
 /* Window [l0, l1) of the leading rows b0 .. b1 - 1, frequency tile `tile`:

@@ -264,9 +264,18 @@ void sinpe_clear_caches(void);
 /* SIMD levels.  Every hot loop is compiled once per level and one level is
  * chosen for the process: by default the best the CPU (and the OS) support,
  * or the one the environment variable SINPE_SIMD names ("baseline", "avx2",
- * "avx512"), read at the first call.  Every level gives the same bits; the
- * choice changes only speed.  aarch64 has one level, the baseline (NEON). */
-enum { SINPE_SIMD_BASELINE = 0, SINPE_SIMD_AVX2 = 1, SINPE_SIMD_AVX512 = 2, SINPE_SIMD_LEVELS = 3 };
+ * "avx512", "avx512_bf16"), read at the first call.  Every level gives the
+ * same bits; the choice changes only speed.  avx2 includes F16C (every
+ * AVX2 CPU has it); avx512_bf16 is avx512 with AVX512_BF16's conversions
+ * (Cooper Lake, Sapphire Rapids, Zen 4 and later; not built by MSVC).
+ * aarch64 has one level, the baseline (NEON). */
+enum {
+    SINPE_SIMD_BASELINE = 0,
+    SINPE_SIMD_AVX2 = 1,
+    SINPE_SIMD_AVX512 = 2,
+    SINPE_SIMD_AVX512_BF16 = 3,
+    SINPE_SIMD_LEVELS = 4
+};
 
 /* Chooses the level by name (NULL or "": the best available), at any time
  * and from any thread; calls already running finish on the level they
@@ -279,7 +288,8 @@ int sinpe_simd_select(const char *level);
 int sinpe_simd_level(void);
 int sinpe_simd_available(int level);
 
-/* A level's name as SINPE_SIMD spells it ("baseline", "avx2", "avx512"),
+/* A level's name as SINPE_SIMD spells it ("baseline", "avx2", "avx512",
+ * "avx512_bf16"),
  * or NULL for a number that is not a level. */
 const char *sinpe_simd_name(int level);
 

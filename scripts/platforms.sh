@@ -10,8 +10,9 @@
 #   aarch64   aarch64-linux-gnu-gcc, run under qemu-aarch64
 #   windows   x86_64-w64-mingw32-gcc, static, run under wine64
 #   portable  gcc -DSINPE_FORCE_PORTABLE=1 (the fallbacks MSVC builds use)
-#   baseline, avx2   gcc, run with SINPE_SIMD naming that SIMD level (a level
-#             the CPU lacks falls back to the best it has)
+#   baseline, avx2, avx512   gcc, run with SINPE_SIMD naming that SIMD level
+#             (a level the CPU lacks falls back to the best it has; native
+#             runs the best, avx512_bf16 where the CPU has it)
 #
 # Then the C fuzzer briefly with the portable fallbacks (fuzz/run.sh).
 # Prints a table (cases, mismatches, two-thread speed-up) and fails on any
@@ -86,7 +87,8 @@ cc[windows]=x86_64-w64-mingw32-gcc; extra[windows]="-static"; runner[windows]="$
 cc[portable]=gcc;                 extra[portable]="-DSINPE_FORCE_PORTABLE=1 -pthread"
 cc[baseline]=gcc;                 extra[baseline]="-pthread"; runner[baseline]="env SINPE_SIMD=baseline"
 cc[avx2]=gcc;                     extra[avx2]="-pthread"; runner[avx2]="env SINPE_SIMD=avx2"
-all="native clang musl aarch64 windows portable baseline avx2"
+cc[avx512]=gcc;                   extra[avx512]="-pthread"; runner[avx512]="env SINPE_SIMD=avx512"
+all="native clang musl aarch64 windows portable baseline avx2 avx512"
 read -r -a platforms <<<"native ${SINPE_PLATFORMS:-$all}"
 # native once, first
 mapfile -t platforms < <(printf '%s\n' "${platforms[@]}" | awk '!seen[$0]++')

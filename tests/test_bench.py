@@ -25,7 +25,8 @@ def test_first_line_names_the_cpu_and_the_simd_level(monkeypatch, capsys):
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith(f"CPU: {bench._cpu_model()},")
     assert f"at {bench._simd_label()}," in first
-    assert bench._simd_label() in {"AVX-512", "AVX2", "x86-64 baseline (SSE2)", "NEON"}
+    assert bench._simd_label() in {"AVX-512 with AVX512_BF16", "AVX-512", "AVX2",
+                                   "x86-64 baseline (SSE2)", "NEON"}
 
 
 def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsys, torch):

@@ -1,0 +1,435 @@
+/*
+ * The 16-bit float formats in vectors, for the 16-bit loops (loops16.h) of
+ * one x86-64 SIMD level: widening to float, rounding a float to the format
+ * (to nearest, ties to even) and back to float, and narrowing for a store.
+ * A level file includes this (through loops.h) after switching its
+ * compiler to its instructions; SINPE_VEC16 says the level has them.
+ * Elsewhere (aarch64, other CPUs) the loops run float16.h's scalar
+ * conversions, which are the definition these match bit for bit.
+ *
+ * A vector of 16-bit elements (vi: 8 at the baseline's SSE2, 16 at AVX2,
+ * 32 at AVX-512) widens to two float registers (v16f: lo and hi), in the
+ * order each conversion makes cheapest: bfloat16 by shift and mask, the
+ * even elements in lo and the odd ones in hi (so an interleaved rotation
+ * finds each pair's partner in the other register); the hardware
+ * conversions (float16, and bfloat16's vcvtne2ps2bf16) in order, the
+ * first half in lo.  Narrowing restores the order, and the loops combine
+ * only values widened the same way.
+ *
+ *   level        bfloat16                         float16
+ *   baseline     integer rounding (SSE2)          the scalar formulas in SSE2
+ *   avx2         integer rounding                 F16C: vcvtph2ps, vcvtps2ph
+ *   avx512       integer rounding                 AVX-512F: vcvtph2ps, vcvtps2ph
+ *   avx512_bf16  vcvtne2ps2bf16 to narrow          AVX-512F
+ *
+ * The same bits as float16.h for every input, but narrowing and rounding
+ * may leave a NaN lane a NaN of another payload or, the hardware bfloat16
+ * conversion, flush a subnormal: they report such lanes instead (*bad,
+ * nonzero: some lane of the vector is one), and the loops then compute that
+ * vector's elements by the scalar definition.  So a NaN result always has
+ * float16.h's bits, and the hardware's own choices (VCVTNEPS2BF16 flushes
+ * subnormal inputs and makes its own NaN, VCVTPS2PH keeps a NaN's payload)
+ * never reach memory.  scripts/convert.sh checks every function here
+ * against float16.h for all 2**32 floats and all 2**16 16-bit values.
+ *
+ * NaNs the loops make all have zero low 16 bits: a widened bfloat16 NaN,
+ * quieted by arithmetic, or the CPU's default NaN.  bfloat16's integer
+ * rounding (*_round) keeps such a NaN a NaN, so that it reaches the
+ * narrowing, which reports it from its result; other NaNs no loop makes
+ * (scripts/convert.sh counts them apart).  float16's conversions keep
+ * every NaN a NaN and report them all.
+ *
+ * Only standard <immintrin.h> intrinsics; the bfloat16 instructions only
+ * where GCC or Clang builds the avx512_bf16 level (SINPE_LOOPS_BF16).
+ */
+#ifndef SINPE_CONVERT_H
+#define SINPE_CONVERT_H
+
+#if defined(SINPE_X86_64)
+#define SINPE_VEC16 1
+/* vcvtps2ph's rounding: to nearest even, whatever MXCSR says (a constant
+ * expression: Clang wants one) */
+#define F16_RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+#if defined(SINPE_LOOPS_AVX512)
+typedef __m512 vf;
+typedef __m512i vi;
+#define V16_LANES 32
+
+static SINPE_INLINE vi vi_load(const uint16_t *p)
+{
+    return _mm512_loadu_si512((const void *)p);
+}
+static SINPE_INLINE void vi_store(uint16_t *p, vi v)
+{
+    _mm512_storeu_si512((void *)p, v);
+}
+#define VF_LANES 16
+static SINPE_INLINE vf vf_load(const float *p)
+{
+    return _mm512_loadu_ps(p);
+}
+static SINPE_INLINE void vf_store(float *p, vf v)
+{
+    _mm512_storeu_ps(p, v);
+}
+static SINPE_INLINE vf vf_add(vf a, vf b)
+{
+    return _mm512_add_ps(a, b);
+}
+static SINPE_INLINE vf vf_sub(vf a, vf b)
+{
+    return _mm512_sub_ps(a, b);
+}
+static SINPE_INLINE vf vf_mul(vf a, vf b)
+{
+    return _mm512_mul_ps(a, b);
+}
+static SINPE_INLINE vf vf_set1(float a)
+{
+    return _mm512_set1_ps(a);
+}
+/* (a0 - b0, a1 + b1, a2 - b2, ...): a pair's two outputs */
+static SINPE_INLINE vf vf_subadd(vf a, vf b)
+{
+    return _mm512_mask_sub_ps(_mm512_add_ps(a, b), 0x5555, a, b);
+}
+/* (a1, a0, a3, a2, ...): each pair's partner */
+static SINPE_INLINE vf vf_swap_pairs(vf a)
+{
+    return _mm512_permute_ps(a, 0xb1);
+}
+static SINPE_INLINE int vf_nan_lanes(vf a)
+{
+    return (int)_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+}
+
+#if defined(SINPE_LOOPS_BF16)
+/* In order, as vcvtne2ps2bf16 packs. */
+static SINPE_INLINE vf bf16_widen_half(__m256i h)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+#define BF16_WIDEN_LO(v) bf16_widen_half(_mm512_castsi512_si256(v))
+#define BF16_WIDEN_HI(v) bf16_widen_half(_mm512_extracti64x4_epi64(v, 1))
+#else
+#define BF16_EVEN_ODD 1
+#define BF16_WIDEN_LO(v) _mm512_castsi512_ps(_mm512_slli_epi32(v, 16))
+#define BF16_WIDEN_HI(v) _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int)0xffff0000u)))
+#endif
+/* b + 0x7fff + ((b >> 16) & 1): the bfloat16, rounded, in the high half */
+static SINPE_INLINE vi bf16_rounded_high(vf v)
+{
+    const vi b = _mm512_castps_si512(v);
+    const vi odd = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
+    return _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7fff)), odd);
+}
+static SINPE_INLINE vf bf16_round(vf v, int *bad)
+{
+    (void)bad;
+    return _mm512_castsi512_ps(
+        _mm512_and_si512(bf16_rounded_high(v), _mm512_set1_epi32((int)0xffff0000u)));
+}
+static SINPE_INLINE vi bf16_pack(vf lo, vf hi, int *bad)
+{
+#if defined(SINPE_LOOPS_BF16)
+    /* QNaN (0x01), subnormal (0x20), SNaN (0x80): what the instruction
+     * rounds otherwise than float16.h */
+    *bad |= (int)(_mm512_fpclass_ps_mask(lo, 0xa1) | _mm512_fpclass_ps_mask(hi, 0xa1));
+    return (vi)_mm512_cvtne2ps_pbh(hi, lo);
+#else
+    const vi y = _mm512_mask_blend_epi16(0xaaaaaaaau, _mm512_srli_epi32(bf16_rounded_high(lo), 16),
+                                         bf16_rounded_high(hi));
+    *bad |= (int)_mm512_cmpgt_epi16_mask(_mm512_and_si512(y, _mm512_set1_epi16(0x7fff)),
+                                         _mm512_set1_epi16(0x7f80));
+    return y;
+#endif
+}
+
+#define F16_WIDEN_LO(v) _mm512_cvtph_ps(_mm512_castsi512_si256(v))
+#define F16_WIDEN_HI(v) _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1))
+static SINPE_INLINE vf f16_round(vf v, int *bad)
+{
+    (void)bad;
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, F16_RNE));
+}
+static SINPE_INLINE vi f16_pack(vf lo, vf hi, int *bad)
+{
+    *bad |= vf_nan_lanes(lo) | vf_nan_lanes(hi);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtps_ph(lo, F16_RNE)),
+                              _mm512_cvtps_ph(hi, F16_RNE), 1);
+}
+
+#elif defined(SINPE_LOOPS_AVX)
+typedef __m256 vf;
+typedef __m256i vi;
+#define V16_LANES 16
+
+static SINPE_INLINE vi vi_load(const uint16_t *p)
+{
+    return _mm256_loadu_si256((const __m256i *)(const void *)p);
+}
+static SINPE_INLINE void vi_store(uint16_t *p, vi v)
+{
+    _mm256_storeu_si256((__m256i *)(void *)p, v);
+}
+#define VF_LANES 8
+static SINPE_INLINE vf vf_load(const float *p)
+{
+    return _mm256_loadu_ps(p);
+}
+static SINPE_INLINE void vf_store(float *p, vf v)
+{
+    _mm256_storeu_ps(p, v);
+}
+static SINPE_INLINE vf vf_add(vf a, vf b)
+{
+    return _mm256_add_ps(a, b);
+}
+static SINPE_INLINE vf vf_sub(vf a, vf b)
+{
+    return _mm256_sub_ps(a, b);
+}
+static SINPE_INLINE vf vf_mul(vf a, vf b)
+{
+    return _mm256_mul_ps(a, b);
+}
+static SINPE_INLINE vf vf_set1(float a)
+{
+    return _mm256_set1_ps(a);
+}
+static SINPE_INLINE vf vf_subadd(vf a, vf b)
+{
+    return _mm256_addsub_ps(a, b);
+}
+static SINPE_INLINE vf vf_swap_pairs(vf a)
+{
+    return _mm256_permute_ps(a, 0xb1);
+}
+static SINPE_INLINE int vf_nan_lanes(vf a)
+{
+    return _mm256_movemask_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+}
+
+#define BF16_EVEN_ODD 1
+#define BF16_WIDEN_LO(v) _mm256_castsi256_ps(_mm256_slli_epi32(v, 16))
+#define BF16_WIDEN_HI(v) _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int)0xffff0000u)))
+static SINPE_INLINE vi bf16_rounded_high(vf v)
+{
+    const vi b = _mm256_castps_si256(v);
+    const vi odd = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
+    return _mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7fff)), odd);
+}
+static SINPE_INLINE vf bf16_round(vf v, int *bad)
+{
+    (void)bad;
+    return _mm256_castsi256_ps(
+        _mm256_and_si256(bf16_rounded_high(v), _mm256_set1_epi32((int)0xffff0000u)));
+}
+static SINPE_INLINE vi bf16_pack(vf lo, vf hi, int *bad)
+{
+    const vi y = _mm256_blend_epi16(_mm256_srli_epi32(bf16_rounded_high(lo), 16),
+                                    bf16_rounded_high(hi), 0xaa);
+    *bad |= _mm256_movemask_epi8(_mm256_cmpgt_epi16(
+        _mm256_and_si256(y, _mm256_set1_epi16(0x7fff)), _mm256_set1_epi16(0x7f80)));
+    return y;
+}
+
+#define F16_WIDEN_LO(v) _mm256_cvtph_ps(_mm256_castsi256_si128(v))
+#define F16_WIDEN_HI(v) _mm256_cvtph_ps(_mm256_extracti128_si256(v, 1))
+static SINPE_INLINE vf f16_round(vf v, int *bad)
+{
+    (void)bad;
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, F16_RNE));
+}
+static SINPE_INLINE vi f16_pack(vf lo, vf hi, int *bad)
+{
+    *bad |= vf_nan_lanes(lo) | vf_nan_lanes(hi);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm256_cvtps_ph(lo, F16_RNE)),
+                                   _mm256_cvtps_ph(hi, F16_RNE), 1);
+}
+
+#else /* the baseline: SSE2 */
+typedef __m128 vf;
+typedef __m128i vi;
+#define V16_LANES 8
+
+static SINPE_INLINE vi vi_load(const uint16_t *p)
+{
+    return _mm_loadu_si128((const __m128i *)(const void *)p);
+}
+static SINPE_INLINE void vi_store(uint16_t *p, vi v)
+{
+    _mm_storeu_si128((__m128i *)(void *)p, v);
+}
+#define VF_LANES 4
+static SINPE_INLINE vf vf_load(const float *p)
+{
+    return _mm_loadu_ps(p);
+}
+static SINPE_INLINE void vf_store(float *p, vf v)
+{
+    _mm_storeu_ps(p, v);
+}
+static SINPE_INLINE vf vf_add(vf a, vf b)
+{
+    return _mm_add_ps(a, b);
+}
+static SINPE_INLINE vf vf_sub(vf a, vf b)
+{
+    return _mm_sub_ps(a, b);
+}
+static SINPE_INLINE vf vf_mul(vf a, vf b)
+{
+    return _mm_mul_ps(a, b);
+}
+static SINPE_INLINE vf vf_set1(float a)
+{
+    return _mm_set1_ps(a);
+}
+/* SSE2 has no addsub: b's even lanes negated (exact), then added */
+static SINPE_INLINE vf vf_subadd(vf a, vf b)
+{
+    const __m128 even_signs = _mm_castsi128_ps(_mm_set_epi32(0, (int)0x80000000u, 0,
+                                                             (int)0x80000000u));
+    return _mm_add_ps(a, _mm_xor_ps(b, even_signs));
+}
+static SINPE_INLINE vf vf_swap_pairs(vf a)
+{
+    return _mm_shuffle_ps(a, a, 0xb1);
+}
+static SINPE_INLINE int vf_nan_lanes(vf a)
+{
+    return _mm_movemask_ps(_mm_cmpunord_ps(a, a));
+}
+
+#define BF16_EVEN_ODD 1
+#define BF16_WIDEN_LO(v) _mm_castsi128_ps(_mm_slli_epi32(v, 16))
+#define BF16_WIDEN_HI(v) _mm_castsi128_ps(_mm_and_si128(v, _mm_set1_epi32((int)0xffff0000u)))
+static SINPE_INLINE vi bf16_rounded_high(vf v)
+{
+    const vi b = _mm_castps_si128(v);
+    const vi odd = _mm_and_si128(_mm_srli_epi32(b, 16), _mm_set1_epi32(1));
+    return _mm_add_epi32(_mm_add_epi32(b, _mm_set1_epi32(0x7fff)), odd);
+}
+static SINPE_INLINE vf bf16_round(vf v, int *bad)
+{
+    (void)bad;
+    return _mm_castsi128_ps(_mm_and_si128(bf16_rounded_high(v), _mm_set1_epi32((int)0xffff0000u)));
+}
+static SINPE_INLINE vi bf16_pack(vf lo, vf hi, int *bad)
+{
+    const vi y = _mm_or_si128(_mm_srli_epi32(bf16_rounded_high(lo), 16),
+                              _mm_and_si128(bf16_rounded_high(hi), _mm_set1_epi32((int)0xffff0000u)));
+    *bad |= _mm_movemask_epi8(
+        _mm_cmpgt_epi16(_mm_and_si128(y, _mm_set1_epi16(0x7fff)), _mm_set1_epi16(0x7f80)));
+    return y;
+}
+
+/* float16.h's sinpe_half_to_float on halves held in the high 16 bits of
+ * each lane (as the unpack leaves them) */
+static SINPE_INLINE vf f16_widen_high(__m128i u)
+{
+    const __m128i sign = _mm_and_si128(u, _mm_set1_epi32((int)0x80000000u));
+    /* the fraction and exponent, moved into place and scaled by 2**112 */
+    const __m128i moved = _mm_srli_epi32(_mm_xor_si128(u, sign), 3);
+    const __m128 f = _mm_mul_ps(_mm_castsi128_ps(moved), _mm_castsi128_ps(_mm_set1_epi32(
+                                                             (254 - 15) << 23)));
+    const __m128 infnan = _mm_cmpge_ps(f, _mm_castsi128_ps(_mm_set1_epi32((127 + 16) << 23)));
+    const __m128 exponent = _mm_and_ps(infnan, _mm_castsi128_ps(_mm_set1_epi32(255 << 23)));
+    return _mm_or_ps(_mm_or_ps(f, exponent), _mm_castsi128_ps(sign));
+}
+#define F16_WIDEN_LO(v) f16_widen_high(_mm_unpacklo_epi16(_mm_setzero_si128(), v))
+#define F16_WIDEN_HI(v) f16_widen_high(_mm_unpackhi_epi16(_mm_setzero_si128(), v))
+
+static SINPE_INLINE __m128i select_si128(__m128i mask, __m128i yes, __m128i no)
+{
+    return _mm_or_si128(_mm_and_si128(mask, yes), _mm_andnot_si128(mask, no));
+}
+
+/* float16.h's sinpe_float_to_half, its steps in SSE2; the half in the high
+ * 16 bits of each lane (the low 16 are zero) */
+static SINPE_INLINE __m128i f16_rounded_high(vf v)
+{
+    const __m128i b = _mm_castps_si128(v);
+    const __m128i sign = _mm_and_si128(b, _mm_set1_epi32((int)0x80000000u));
+    const __m128i f = _mm_xor_si128(b, sign);
+    const __m128i magic = _mm_set1_epi32(((127 - 15) + (23 - 10) + 1) << 23);
+    const __m128i subnormal = _mm_sub_epi32(
+        _mm_castps_si128(_mm_add_ps(_mm_castsi128_ps(f), _mm_castsi128_ps(magic))), magic);
+    const __m128i odd = _mm_and_si128(_mm_srli_epi32(f, 13), _mm_set1_epi32(1));
+    const __m128i normal = _mm_srli_epi32(
+        _mm_add_epi32(_mm_add_epi32(f, _mm_set1_epi32((int)0xc8000fffu)), odd), 13);
+    const __m128i nan = _mm_cmpgt_epi32(f, _mm_set1_epi32(255 << 23));
+    const __m128i huge = _mm_or_si128(_mm_set1_epi32(0x7c00),
+                                      _mm_and_si128(nan, _mm_set1_epi32(0x200)));
+    const __m128i is_huge = _mm_cmpgt_epi32(f, _mm_set1_epi32(((127 + 16) << 23) - 1));
+    const __m128i is_subnormal = _mm_cmpgt_epi32(_mm_set1_epi32(113 << 23), f);
+    const __m128i bits = select_si128(is_huge, huge, select_si128(is_subnormal, subnormal, normal));
+    return _mm_or_si128(_mm_slli_epi32(bits, 16), sign);
+}
+static SINPE_INLINE vf f16_round(vf v, int *bad)
+{
+    (void)bad;
+    return f16_widen_high(f16_rounded_high(v));
+}
+static SINPE_INLINE vi f16_pack(vf lo, vf hi, int *bad)
+{
+    *bad |= vf_nan_lanes(lo) | vf_nan_lanes(hi);
+    return _mm_packs_epi32(_mm_srai_epi32(f16_rounded_high(lo), 16),
+                           _mm_srai_epi32(f16_rounded_high(hi), 16));
+}
+#endif
+
+/* ------------------------------------------------------------------ */
+/* The values of one vector of 16-bit elements, and what the loops do
+ * with them: the same at every level. */
+
+typedef struct {
+    vf lo, hi;
+} v16f;
+
+static SINPE_INLINE v16f v16_add(v16f a, v16f b)
+{
+    return (v16f){vf_add(a.lo, b.lo), vf_add(a.hi, b.hi)};
+}
+static SINPE_INLINE v16f v16_sub(v16f a, v16f b)
+{
+    return (v16f){vf_sub(a.lo, b.lo), vf_sub(a.hi, b.hi)};
+}
+static SINPE_INLINE v16f v16_mul(v16f a, v16f b)
+{
+    return (v16f){vf_mul(a.lo, b.lo), vf_mul(a.hi, b.hi)};
+}
+static SINPE_INLINE v16f v16_scale(v16f a, vf s)
+{
+    return (v16f){vf_mul(a.lo, s), vf_mul(a.hi, s)};
+}
+
+static SINPE_INLINE v16f bf16_widen(vi v)
+{
+    return (v16f){BF16_WIDEN_LO(v), BF16_WIDEN_HI(v)};
+}
+static SINPE_INLINE v16f f16_widen(vi v)
+{
+    return (v16f){F16_WIDEN_LO(v), F16_WIDEN_HI(v)};
+}
+static SINPE_INLINE vi bf16_narrow(v16f v, int *bad)
+{
+    return bf16_pack(v.lo, v.hi, bad);
+}
+static SINPE_INLINE vi f16_narrow(v16f v, int *bad)
+{
+    return f16_pack(v.lo, v.hi, bad);
+}
+static SINPE_INLINE v16f bf16_round2(v16f v, int *bad)
+{
+    return (v16f){bf16_round(v.lo, bad), bf16_round(v.hi, bad)};
+}
+static SINPE_INLINE v16f f16_round2(v16f v, int *bad)
+{
+    return (v16f){f16_round(v.lo, bad), f16_round(v.hi, bad)};
+}
+
+#endif /* SINPE_X86_64 */
+#endif /* SINPE_CONVERT_H */
