@@ -94,7 +94,10 @@ void sinpe_threads_set(int threads)
  * it, by the caller's own pace) makes the next calls run on the caller alone
  * for a while, SOLO_MIN_US at first, doubling while each retry is slower
  * again, at most SOLO_MAX_US; a call that gains from its helpers ends it.
- * The bits never depend on it. */
+ * A call that had to wake its helpers is not judged: after a while alone
+ * they sleep, and their wake-up alone would make every retry look slower
+ * (it kept a quiet machine on one thread for good).  The bits never
+ * depend on it. */
 #define SOLO_MIN_US 2000
 #define SOLO_MAX_US 128000
 /* in microseconds of sinpe_now_ns(), wrapping (a ptrdiff_t may have 32
@@ -260,14 +263,17 @@ void sinpe_threads_once(void)
 }
 
 /* Claims the pool for a job with up to `helpers` helpers; returns how many
- * were offered seats, or -1 if another call owns the pool. */
-static int claim_pool(job_t *job, int helpers)
+ * were offered seats, or -1 if another call owns the pool.  *woken: a
+ * helper had to be started or woken (it polled no more), which costs the
+ * call tens of microseconds that say nothing of its neighbours. */
+static int claim_pool(job_t *job, int helpers, int *woken)
 {
     sinpe_threads_once();
     if (sinpe_atomic_exchange(&pool.busy, 1) != 0) {
         return -1;
     }
     sinpe_mutex_lock(&pool.lock);
+    *woken = pool.workers < helpers || pool.sleeping > 0;
     start_helpers(helpers);
     if (helpers > pool.workers) {
         helpers = pool.workers;
@@ -337,9 +343,10 @@ int sinpe_run_chunks(ptrdiff_t chunks, int threads, sinpe_chunk_fn fn, void *con
 
     const ptrdiff_t wanted = (threads < chunks ? threads : chunks) - 1;
     const int64_t start = wanted > 0 ? sinpe_now_ns() : 0;
+    int woken = 0;
     const int pooled = wanted > 0 &&
                        reached(microseconds(start), sinpe_atomic_load(&solo_until)) &&
-                       claim_pool(&job, (int)wanted) >= 0;
+                       claim_pool(&job, (int)wanted, &woken) >= 0;
 
     int cancelled = 0;
     ptrdiff_t since_check = 0, mine = 0;
@@ -367,7 +374,9 @@ int sinpe_run_chunks(ptrdiff_t chunks, int threads, sinpe_chunk_fn fn, void *con
         const int64_t done = sinpe_now_ns();
         release_pool();
         const ptrdiff_t taken = sinpe_atomic_load(&job.next);
-        judge_pooled_call(start, done, sinpe_now_ns(), mine, taken < chunks ? taken : chunks);
+        if (!woken) { /* else its helpers' wake-up, not a neighbour, may have slowed it */
+            judge_pooled_call(start, done, sinpe_now_ns(), mine, taken < chunks ? taken : chunks);
+        }
     }
     return cancelled ? SINPE_ERR_CANCELLED : SINPE_OK;
 }
