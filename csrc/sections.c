@@ -301,6 +301,21 @@ static void store_caches(const plan_t *plan, const group_t *g, const rot_tile_t 
     }
 }
 
+/* `rows` rows of `copies` copies (step[k] apart in target k; the heads of a
+ * token, side by side in the rotation loop, each cache row read once for
+ * them) from `off` rotated by the tile-format rows at cache. */
+static void rotate_copies(const plan_t *plan, const group_t *g, const rot_tile_t *t,
+                          const char *cache, ptrdiff_t cache_stride, const ptrdiff_t *off,
+                          const ptrdiff_t *stride, ptrdiff_t rows, ptrdiff_t copies,
+                          const ptrdiff_t *step)
+{
+    const char *source = plan->rot.source;
+    const sinpe_rotate_shape shape = {rows, copies, copies > 1 ? step[0] : 0,
+                                      copies > 1 ? step[1] : 0};
+    sinpe_rot_tile_rotate(plan, g, t, cache, cache_stride, plan->target[0].data + off[0],
+                          stride[0], source != NULL ? source + off[1] : NULL, stride[1], shape);
+}
+
 /* `rows` rows from `off` (per target; stride per target) rotated by, or
  * (caches) stored from, the tile-format rows at cache (cache_stride). */
 static void act(const plan_t *plan, const group_t *g, const rot_tile_t *t, const char *cache,
@@ -311,10 +326,30 @@ static void act(const plan_t *plan, const group_t *g, const rot_tile_t *t, const
         store_caches(plan, g, t, cache, cache_stride, off, stride, rows);
         return;
     }
-    const char *source = plan->rot.source;
-    const sinpe_rotate_shape shape = {rows, 1, 0, 0};
-    sinpe_rot_tile_rotate(plan, g, t, cache, cache_stride, plan->target[0].data + off[0],
-                          stride[0], source != NULL ? source + off[1] : NULL, stride[1], shape);
+    rotate_copies(plan, g, t, cache, cache_stride, off, stride, rows, 1, NULL);
+}
+
+/* The leading rows from b on (b's included, at most b1 - b) that hold b's
+ * positions and lie at one stride from each other in every target: how
+ * many, and that stride (step). */
+static ptrdiff_t same_leads(const plan_t *plan, const group_t *g, const unsigned char *same,
+                            ptrdiff_t b, ptrdiff_t b0, ptrdiff_t b1, ptrdiff_t l0,
+                            const cursor_t *oc, ptrdiff_t *step)
+{
+    ptrdiff_t leads = 1;
+    step[0] = step[1] = 0;
+    cursor_t at;
+    while (b + leads < b1 && same[b + leads - b0]) {
+        cursor_seek(&g->outer, &at, (b + leads) * plan->length + l0);
+        if (leads == 1) {
+            step[0] = at.off[0] - oc->off[0], step[1] = at.off[1] - oc->off[1];
+        }
+        if (at.off[0] - oc->off[0] != leads * step[0] || at.off[1] - oc->off[1] != leads * step[1]) {
+            break;
+        }
+        ++leads;
+    }
+    return leads;
 }
 
 /* Window [l0, l1) of the leading rows b0 .. b1 - 1, frequency tile `tile`:
@@ -344,21 +379,10 @@ static void sections_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrd
             }
         }
         cursor_seek(&g->outer, &oc, b * plan->length + l0);
+        ptrdiff_t step[2];
         if (l1 - l0 == 1) { /* a row per leading row (a decoding step): one call for the
                              * leading rows of its positions that lie at one stride */
-            ptrdiff_t leads = 1, step[2] = {0, 0};
-            cursor_t at;
-            while (b + leads < b1 && same[b + leads - b0]) {
-                cursor_seek(&g->outer, &at, (b + leads) * plan->length + l0);
-                if (leads == 1) {
-                    step[0] = at.off[0] - oc.off[0], step[1] = at.off[1] - oc.off[1];
-                }
-                if (at.off[0] - oc.off[0] != leads * step[0] ||
-                    at.off[1] - oc.off[1] != leads * step[1]) {
-                    break;
-                }
-                ++leads;
-            }
+            const ptrdiff_t leads = same_leads(plan, g, same, b, b0, b1, l0, &oc, step);
             int64_t p = lo;
             double x;
             (void)(text && position_of(plan, g, b * plan->length + l0, &p, &x));
@@ -367,9 +391,16 @@ static void sections_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrd
             b += leads;
             continue;
         }
+        /* rotations: the leading rows with these positions (the heads) together */
+        const ptrdiff_t leads = plan->rotating ? same_leads(plan, g, same, b, b0, b1, l0, &oc, step) : 1;
         if (!text) {
-            act(plan, g, &t, merged, t.row_bytes, oc.off, stride, l1 - l0);
-            ++b;
+            if (plan->rotating) {
+                rotate_copies(plan, g, &t, merged, t.row_bytes, oc.off, stride, l1 - l0, leads,
+                              step);
+            } else {
+                act(plan, g, &t, merged, t.row_bytes, oc.off, stride, l1 - l0);
+            }
+            b += leads;
             continue;
         }
         for (ptrdiff_t l = l0; l < l1;) {
@@ -383,10 +414,15 @@ static void sections_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrd
             }
             const ptrdiff_t off[2] = {oc.off[0] + (l - l0) * stride[0],
                                       oc.off[1] + (l - l0) * stride[1]};
-            act(plan, g, &t, t.data + (p - lo) * t.row_bytes, t.row_bytes, off, stride, run);
+            if (plan->rotating) {
+                rotate_copies(plan, g, &t, t.data + (p - lo) * t.row_bytes, t.row_bytes, off,
+                              stride, run, leads, step);
+            } else {
+                act(plan, g, &t, t.data + (p - lo) * t.row_bytes, t.row_bytes, off, stride, run);
+            }
             l += run;
         }
-        ++b;
+        b += leads;
     }
 }
 
