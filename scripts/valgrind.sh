@@ -18,8 +18,11 @@ work=$(mktemp -d)
 log="${SINPE_VALGRIND_LOG:-$work/valgrind.log}"
 
 if [ $# -eq 0 ]; then
+  # Not the GIL tests: valgrind runs one thread at a time and switches only
+  # now and then, so the counting thread may never run during a call that
+  # released the GIL (they failed under valgrind before and after this change).
   set -- "$root/tests/test_adversarial.py" "$root/tests/test_leaks.py" "$root/tests/test_threads.py" \
-         "$root/tests/test_properties.py"
+         "$root/tests/test_properties.py" -k "not gil_is_released"
 fi
 
 # Fewer repetitions than the default run: under valgrind each call costs
