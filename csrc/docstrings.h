@@ -467,10 +467,11 @@ PyDoc_STRVAR(clear_cache_doc,
 "Free what sinpe keeps for later calls.\n"
 "\n"
 "sinpe keeps the frequencies and ``sin/cos`` steps of recent ``(n, d)``\n"
-"(at most 8 tables, 8 MiB), and the tables that ``add_`` was asked for more\n"
-"than once at the same positions (at most 8 tables, 64 MiB in all, 16 MiB\n"
-"each, least recently used out first), so that an ``add_`` in a training\n"
-"loop only adds.  A kept table has the bits of one made anew.  Calls\n"
+"(at most 8 tables, 8 MiB), and the tables that ``add_`` (and the cos and\n"
+"sin rows that ``rope_``) was asked for more than once at the same positions\n"
+"(at most 8 tables, 64 MiB in all, 16 MiB each, least recently used out\n"
+"first), so that an ``add_`` or ``rope_`` in a training loop only adds or\n"
+"rotates.  A kept table has the bits of one made anew.  Calls\n"
 "running meanwhile finish with what they hold.\n");
 
 PyDoc_STRVAR(frequencies_doc,

@@ -597,6 +597,9 @@ static int plan_make(plan_t **out_plan, const sinpe_plan *p, const sinpe_array *
         if (p->rotate || p->nsections > 0) {
             hold_anchors(plan);
             status = sinpe_plan_cut_rotation(plan, p, out, rows);
+            if (status == SINPE_OK && plan->rotating) {
+                sinpe_rotation_find_made_rows(plan, p);
+            }
         } else {
             find_made_rows(plan, p, out);
             if (plan->made != NULL) {

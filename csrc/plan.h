@@ -139,8 +139,9 @@ typedef struct {
                                   * as given */
     const sinpe_anchors *anchors; /* rows of one block: the table's kept anchors of
                                    * it (held), or NULL */
-    sinpe_rows *made;            /* adds at range positions: the table's rows, made
-                                  * before (row_cache.h), or NULL: made per chunk */
+    sinpe_rows *made;            /* adds (rotations) at range positions: the table's
+                                  * (tile's) rows, made before (row_cache.h), or NULL:
+                                  * made per chunk */
     const int64_t *ints;         /* explicit positions, per C-order row */
     const double *reals;
     const unsigned char *padding;
@@ -238,6 +239,10 @@ int sinpe_plan_cut_rotation(plan_t *plan, const sinpe_plan *p, const sinpe_array
 
 /* Runs chunk `chunk` of the plan on worker `worker` (sinpe_chunk_fn). */
 void sinpe_plan_chunk(void *plan, ptrdiff_t chunk, int worker);
+
+/* A rotation's kept tile rows (rotate.c), into plan->made when the cache of
+ * made tables has them or they are asked for again; after the cut. */
+void sinpe_rotation_find_made_rows(plan_t *plan, const sinpe_plan *p);
 
 /* Runs chunk `chunk` of a rotating plan on worker `worker` (rotate.c). */
 void sinpe_rotate_chunk(const plan_t *plan, ptrdiff_t chunk, int worker);

@@ -26,6 +26,7 @@
 #include "elements.h"
 #include "plan.h"
 #include "rot_tile.h"
+#include "row_cache.h"
 #include "walk.h"
 
 #include <string.h>
@@ -182,7 +183,11 @@ static void rotate_span(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_
     const group_t *g = &plan->groups[0];
     rot_tile_t t;
     sinpe_rot_tile_layout(plan, g, worker, tile, &t);
-    sinpe_rot_tile_fill(plan, g, worker, tile, &t, 0, 1, g->offset + i0, i1 - i0, 0.0);
+    if (plan->made != NULL) { /* the kept rows of these positions (one frequency tile) */
+        t.data = plan->made->data + (g->offset + i0 - plan->made->first) * t.row_bytes;
+    } else {
+        sinpe_rot_tile_fill(plan, g, worker, tile, &t, 0, 1, g->offset + i0, i1 - i0, 0.0);
+    }
     const int inner_last = g->inner.naxes - 1;
     const ptrdiff_t outer_stride = g->outer.bstride[0][0], src_outer = g->outer.bstride[1][0];
     const ptrdiff_t inner_stride = inner_last >= 0 ? g->inner.bstride[0][inner_last] : 0;
@@ -225,6 +230,43 @@ static void rotate_span(const plan_t *plan, int worker, ptrdiff_t tile, ptrdiff_
         cursor_advance(&g->inner, &ic, run);
         j += run;
     }
+}
+
+/* A rotation at range positions with one frequency tile: its tile rows
+ * from the cache of made tables (row_cache.h), made now into the cache's
+ * memory, a tile's rows at a time through worker 0's tile (its float64
+ * stage), when asked for again.  Nothing here can fail the call: without
+ * them each chunk makes its rows.  Not for explicit frequencies (the key
+ * cannot name them) nor sections (their rows are merged per window). */
+void sinpe_rotation_find_made_rows(plan_t *plan, const sinpe_plan *p)
+{
+    const group_t *g = &plan->groups[0];
+    if (plan->cut != CUT_SPANS || plan->sections.count > 0 || p->freq != NULL ||
+        g->table == NULL || g->ntiles != 1) {
+        return;
+    }
+    const rotation_t *rot = &plan->rot;
+    rot_tile_t t;
+    sinpe_rot_tile_layout(plan, g, 0, 0, &t);
+    const sinpe_rows_key key = {p->schedule, p->n, 2 * t.cols, p->layout, t.fmt.dtype,
+                                1, rot->inverse, rot->scale};
+    plan->made = sinpe_rows_find(&key, g->offset, g->outer_count);
+    if (plan->made != NULL || !sinpe_rows_wanted(&key, g->offset, g->outer_count)) {
+        return;
+    }
+    sinpe_rows *rows = sinpe_rows_new(&key, g->offset, g->outer_count);
+    if (rows == NULL) {
+        return;
+    }
+    char *tile = t.data;
+    for (ptrdiff_t done = 0; done < g->outer_count; done += plan->tile_rows) {
+        t.data = rows->data + done * t.row_bytes;
+        sinpe_rot_tile_fill(plan, g, 0, 0, &t, 0, 1, g->offset + done,
+                            min_ptrdiff(plan->tile_rows, g->outer_count - done), 0.0);
+    }
+    t.data = tile;
+    sinpe_rows_keep(rows);
+    plan->made = rows;
 }
 
 /* Explicit positions: window [l0, l1) of the innermost row axis in the

@@ -26,9 +26,11 @@ static int recent_next, recent_used;
 
 static int same_key(const sinpe_rows_key *a, const sinpe_rows_key *b)
 {
-    /* n by its bits: the values are a function of them */
+    /* n and scale by their bits: the values are a function of them */
     return a->schedule == b->schedule && memcmp(&a->n, &b->n, sizeof a->n) == 0 &&
-           a->d == b->d && a->layout == b->layout && a->dtype == b->dtype;
+           a->d == b->d && a->layout == b->layout && a->dtype == b->dtype &&
+           a->rotation == b->rotation && a->inverse == b->inverse &&
+           memcmp(&a->scale, &b->scale, sizeof a->scale) == 0;
 }
 
 static size_t table_bytes(const sinpe_rows_key *key, int64_t count, size_t *row_bytes)

@@ -1,5 +1,6 @@
 /*
- * Internal: recently made tables of values, for adds.  Not public API.
+ * Internal: recently made tables of values, for adds and rotations.  Not
+ * public API.
  *
  * Why: an add makes its table rows and adds them to every copy of a
  * position.  With a large batch that is nothing, but a training loop that
@@ -7,8 +8,10 @@
  * table for every two or four copies: the making then costs more than the
  * add.  Tables asked for again are kept (rows of positions in one element
  * type and layout, exactly the values a store writes), and later adds of
- * positions they cover only add.  Values depend only on (position,
- * frequency): a table from the cache has the bits of one made anew.
+ * positions they cover only add.  Rotations at range positions (rope_ of
+ * a small batch, every step) keep their tile's rows the same way.  Values
+ * depend only on (position, frequency): a table from the cache has the bits
+ * of one made anew.
  *
  * Bounds: at most SINPE_ROW_CACHE_SLOTS tables and SINPE_ROW_CACHE_BYTES in
  * all, SINPE_ROW_CACHE_MAX_BYTES each, least recently used out first; a
@@ -29,13 +32,19 @@
 #define SINPE_ROW_CACHE_MAX_BYTES ((size_t)16 << 20)
 #define SINPE_ROW_CACHE_MIN_BYTES ((size_t)16 << 10)
 
-/* What a table's values are made from: everything but the positions. */
+/* What a table's values are made from: everything but the positions.  An
+ * add's table has d columns of the layout; a rotation's (rotate.c) has its
+ * tile's rows of d elements (cos and sin of its frequencies, scaled and with
+ * the sines negated for the inverse, as the rotation reads them).  Adds
+ * leave the last three zero. */
 typedef struct {
     sinpe_schedule schedule;
     double n;
     ptrdiff_t d;
     sinpe_layout layout;
     sinpe_dtype dtype;
+    int rotation, inverse;
+    double scale;
 } sinpe_rows_key;
 
 /* Rows of positions first .. first + count - 1, d native elements each,

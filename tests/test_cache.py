@@ -232,3 +232,79 @@ def test_explicit_positions_inside_a_kept_table_are_added_from_it():
     sinpe.add_(z, positions=far)
     np.testing.assert_array_equal(z, x + table[far])
     assert kept()[0] == 1
+
+
+def rotate_made_anew(x, **kw):
+    """rope_ of a copy with an empty cache: its rows made per chunk."""
+    sinpe.clear_cache()
+    y = x.copy()
+    sinpe.rope_(y, **kw)
+    sinpe.clear_cache()
+    return y
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"layout": "interleaved"}, {"scale": 0.8}, {"exact": True}, {"rotary_dim": 32},
+     {"n": 500000.0, "scale": 1.25, "layout": "interleaved"}],
+    ids=["plain", "interleaved", "scaled", "exact", "partial", "base-scaled-interleaved"],
+)
+def test_a_rotation_from_the_cache_has_the_bits_of_one_made_anew(dtype, kw):
+    """rope_ keeps its rows (scaled as it rotates by them) when asked for them twice;
+    a rotation from them has the bits of one whose rows were made per chunk."""
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((2, 4, 300, 64)) * 4).astype(dtype)
+    want = rotate_made_anew(x, offset=9, **kw)
+    for call in range(4):  # made per chunk, made and kept, then from the cache twice
+        y = x.copy()
+        sinpe.rope_(y, offset=9, **kw)
+        np.testing.assert_array_equal(y.view(np.uint8), want.view(np.uint8), err_msg=f"call {call}")
+        assert kept()[0] == (1 if call >= 1 else 0)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_rotations_inside_a_kept_table_are_taken_from_it(threads):
+    """Offsets and lengths inside a kept table use it, at any thread count; rope_'s
+    rows, an add's table and another scale or base are different tables."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 8, 512, 128)).astype(np.float32)
+    parts = [(0, 1), (511, 1), (100, 300), (0, 512), (17, 64)]
+    others = [{"scale": 0.5}, {"n": 500000.0}, {"exact": True}]
+    before = sinpe.get_num_threads()
+    sinpe.set_num_threads(threads)
+    try:
+        want = {(o, n): rotate_made_anew(np.ascontiguousarray(x[:, :, :n]), offset=o)
+                for o, n in parts}
+        want_others = [rotate_made_anew(x, **kw) for kw in others]
+        for _ in range(2):
+            sinpe.rope_(x.copy())
+        assert kept() == (1, 512 * 128 * 4)
+        for offset, length in parts:
+            y = x[:, :, :length].copy()
+            sinpe.rope_(y, offset=offset)
+            np.testing.assert_array_equal(y, want[offset, length],
+                                          err_msg=f"offset {offset} length {length}")
+            assert kept() == (1, 512 * 128 * 4)  # no other table was made
+        table = np.ascontiguousarray(x[0, 0])
+        for _ in range(2):
+            sinpe.add_(table.copy())
+        assert kept()[0] == 2
+        for kw, w in zip(others, want_others):
+            for _ in range(3):
+                y = x.copy()
+                sinpe.rope_(y, **kw)
+                np.testing.assert_array_equal(y, w, err_msg=str(kw))
+    finally:
+        sinpe.set_num_threads(before)
+    assert kept()[0] == 5
+
+
+def test_explicit_positions_frequencies_and_sections_keep_no_rotation_rows():
+    x = np.zeros((2, 4, 256, 64), np.float32)
+    positions = np.arange(256)
+    for _ in range(3):
+        sinpe.rope_(x, positions=positions)
+        sinpe.rope_(x, freq=np.full(32, 0.5))
+        sinpe.rope_(x, positions=np.stack([positions] * 3), sections=[8, 12, 12])
+    assert kept() == (0, 0)
