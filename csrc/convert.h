@@ -342,36 +342,45 @@ static SINPE_INLINE vf f16_widen_high(__m128i u)
 #define F16_WIDEN_LO(v) f16_widen_high(_mm_unpacklo_epi16(_mm_setzero_si128(), v))
 #define F16_WIDEN_HI(v) f16_widen_high(_mm_unpackhi_epi16(_mm_setzero_si128(), v))
 
-static SINPE_INLINE __m128i select_si128(__m128i mask, __m128i yes, __m128i no)
+/* |v| (a) rounded to float16's values, as a float: adding c = 2**13 times
+ * a's power of two (at least 0.5: float16's subnormals are multiples of
+ * 2**-24) leaves 11 significant bits, rounded to nearest, ties to even, by
+ * the addition itself.  From 65520 (float16's overflow) on the result is
+ * 65536 or more, or a NaN (c is then no power of two); a NaN stays a NaN
+ * (max_ps takes 0.5 for its c).  About a third of the operations of
+ * float16.h's steps. */
+static SINPE_INLINE vf f16_round_magnitude(vf a)
 {
-    return _mm_or_si128(_mm_and_si128(mask, yes), _mm_andnot_si128(mask, no));
+    const __m128i power = _mm_and_si128(_mm_castps_si128(a), _mm_set1_epi32(255 << 23));
+    const __m128 c = _mm_max_ps(_mm_castsi128_ps(_mm_add_epi32(power, _mm_set1_epi32(13 << 23))),
+                                _mm_set1_ps(0.5f));
+    return _mm_sub_ps(_mm_add_ps(a, c), c);
 }
 
-/* float16.h's sinpe_float_to_half, its steps in SSE2; the half in the high
- * 16 bits of each lane (the low 16 are zero) */
+/* float16.h's sinpe_float_to_half but for NaNs (reported by every caller),
+ * the half in the high 16 bits of each lane (the low 16 are zero): the
+ * rounded magnitude, at most 65536, times 2**-112 has the half's exponent
+ * and fraction (a subnormal half's too) in the float's bits 13 and up, and
+ * 65536 becomes the infinity. */
 static SINPE_INLINE __m128i f16_rounded_high(vf v)
 {
-    const __m128i b = _mm_castps_si128(v);
-    const __m128i sign = _mm_and_si128(b, _mm_set1_epi32((int)0x80000000u));
-    const __m128i f = _mm_xor_si128(b, sign);
-    const __m128i magic = _mm_set1_epi32(((127 - 15) + (23 - 10) + 1) << 23);
-    const __m128i subnormal = _mm_sub_epi32(
-        _mm_castps_si128(_mm_add_ps(_mm_castsi128_ps(f), _mm_castsi128_ps(magic))), magic);
-    const __m128i odd = _mm_and_si128(_mm_srli_epi32(f, 13), _mm_set1_epi32(1));
-    const __m128i normal = _mm_srli_epi32(
-        _mm_add_epi32(_mm_add_epi32(f, _mm_set1_epi32((int)0xc8000fffu)), odd), 13);
-    const __m128i nan = _mm_cmpgt_epi32(f, _mm_set1_epi32(255 << 23));
-    const __m128i huge = _mm_or_si128(_mm_set1_epi32(0x7c00),
-                                      _mm_and_si128(nan, _mm_set1_epi32(0x200)));
-    const __m128i is_huge = _mm_cmpgt_epi32(f, _mm_set1_epi32(((127 + 16) << 23) - 1));
-    const __m128i is_subnormal = _mm_cmpgt_epi32(_mm_set1_epi32(113 << 23), f);
-    const __m128i bits = select_si128(is_huge, huge, select_si128(is_subnormal, subnormal, normal));
-    return _mm_or_si128(_mm_slli_epi32(bits, 16), sign);
+    const __m128 sign = _mm_castsi128_ps(_mm_set1_epi32((int)0x80000000u));
+    const __m128 r = _mm_min_ps(f16_round_magnitude(_mm_andnot_ps(sign, v)), _mm_set1_ps(65536.0f));
+    const __m128 moved = _mm_mul_ps(r, _mm_castsi128_ps(_mm_set1_epi32((127 - 112) << 23)));
+    return _mm_or_si128(_mm_slli_epi32(_mm_castps_si128(moved), 3),
+                        _mm_castps_si128(_mm_and_ps(v, sign)));
 }
+/* v rounded to float16's values, as a float, without the half's bits;
+ * float16's overflow (|v| >= 65520, infinities) is the infinity. */
 static SINPE_INLINE vf f16_round(vf v, int *bad)
 {
     (void)bad;
-    return f16_widen_high(f16_rounded_high(v));
+    const __m128 sign = _mm_castsi128_ps(_mm_set1_epi32((int)0x80000000u));
+    const __m128 a = _mm_andnot_ps(sign, v);
+    const __m128 huge = _mm_cmpge_ps(a, _mm_set1_ps(65520.0f));
+    const __m128 inf = _mm_and_ps(huge, _mm_castsi128_ps(_mm_set1_epi32(255 << 23)));
+    return _mm_or_ps(_mm_or_ps(inf, _mm_andnot_ps(huge, f16_round_magnitude(a))),
+                     _mm_and_ps(v, sign));
 }
 static SINPE_INLINE vi f16_pack(vf lo, vf hi, int *bad)
 {
