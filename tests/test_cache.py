@@ -308,3 +308,23 @@ def test_explicit_positions_frequencies_and_sections_keep_no_rotation_rows():
         sinpe.rope_(x, freq=np.full(32, 0.5))
         sinpe.rope_(x, positions=np.stack([positions] * 3), sections=[8, 12, 12])
     assert kept() == (0, 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_the_inverse_rotation_keeps_rows_of_its_own(dtype):
+    """sinpe.torch's backward rotates by the negated sines (inverse=True): its kept
+    rows are not the forward's, and each keeps the bits of its rows made anew."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 4, 256, 64)).astype(dtype)
+    sinpe.clear_cache()
+    forward, inverse = np.empty_like(x), np.empty_like(x)
+    _core._rope_into(forward, x, offset=3)
+    _core._rope_into(inverse, x, offset=3, inverse=True)
+    assert not np.array_equal(forward, inverse)
+    for call in range(3):
+        y, z = np.empty_like(x), np.empty_like(x)
+        _core._rope_into(y, x, offset=3)
+        _core._rope_into(z, x, offset=3, inverse=True)
+        np.testing.assert_array_equal(y, forward, err_msg=f"call {call}")
+        np.testing.assert_array_equal(z, inverse, err_msg=f"call {call}")
+    assert kept()[0] == 2
