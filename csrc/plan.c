@@ -292,12 +292,10 @@ static void find_made_rows(plan_t *plan, const sinpe_plan *p, const sinpe_array 
         }
         return; /* never made for them: a repeated range is what a kept table serves */
     }
-    plan->made = sinpe_rows_find(&key, g->offset, g->outer_count);
-    if (plan->made != NULL || !sinpe_rows_wanted(&key, g->offset, g->outer_count)) {
-        return;
-    }
-    sinpe_rows *rows = sinpe_rows_new(&key, g->offset, g->outer_count);
-    if (rows == NULL) {
+    int fresh;
+    sinpe_rows *rows = sinpe_rows_find_or_new(&key, g->offset, g->outer_count, &fresh);
+    if (!fresh) {
+        plan->made = rows;
         return;
     }
     sinpe_plan store = sinpe_plan_default();

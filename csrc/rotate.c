@@ -250,22 +250,16 @@ void sinpe_rotation_find_made_rows(plan_t *plan, const sinpe_plan *p)
     sinpe_rot_tile_layout(plan, g, 0, 0, &t);
     const sinpe_rows_key key = {p->schedule, p->n, 2 * t.cols, p->layout, t.fmt.dtype,
                                 1, rot->inverse, rot->scale};
-    plan->made = sinpe_rows_find(&key, g->offset, g->outer_count);
-    if (plan->made != NULL || !sinpe_rows_wanted(&key, g->offset, g->outer_count)) {
-        return;
-    }
-    sinpe_rows *rows = sinpe_rows_new(&key, g->offset, g->outer_count);
-    if (rows == NULL) {
-        return;
-    }
-    char *tile = t.data;
-    for (ptrdiff_t done = 0; done < g->outer_count; done += plan->tile_rows) {
-        t.data = rows->data + done * t.row_bytes;
+    int fresh;
+    sinpe_rows *rows = sinpe_rows_find_or_new(&key, g->offset, g->outer_count, &fresh);
+    for (ptrdiff_t done = 0; fresh && done < g->outer_count; done += plan->tile_rows) {
+        t.data = rows->data + done * t.row_bytes; /* the worker's stage stays its own */
         sinpe_rot_tile_fill(plan, g, 0, 0, &t, 0, 1, g->offset + done,
                             min_ptrdiff(plan->tile_rows, g->outer_count - done), 0.0);
     }
-    t.data = tile;
-    sinpe_rows_keep(rows);
+    if (fresh) {
+        sinpe_rows_keep(rows);
+    }
     plan->made = rows;
 }
 

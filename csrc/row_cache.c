@@ -70,7 +70,9 @@ sinpe_rows *sinpe_rows_find(const sinpe_rows_key *key, int64_t first, int64_t co
     return found;
 }
 
-int sinpe_rows_wanted(const sinpe_rows_key *key, int64_t first, int64_t count)
+/* Whether to make and keep the table of these positions: asked for before
+ * (and not kept), and of a size the cache keeps.  Records the request. */
+static int rows_wanted(const sinpe_rows_key *key, int64_t first, int64_t count)
 {
     size_t row_bytes;
     const size_t bytes = table_bytes(key, count, &row_bytes);
@@ -94,7 +96,9 @@ int sinpe_rows_wanted(const sinpe_rows_key *key, int64_t first, int64_t count)
     return seen;
 }
 
-sinpe_rows *sinpe_rows_new(const sinpe_rows_key *key, int64_t first, int64_t count)
+/* Room for a table of these positions (data uninitialised, one reference),
+ * or NULL when out of memory. */
+static sinpe_rows *rows_new(const sinpe_rows_key *key, int64_t first, int64_t count)
 {
     size_t row_bytes;
     const size_t bytes = table_bytes(key, count, &row_bytes);
@@ -114,6 +118,18 @@ sinpe_rows *sinpe_rows_new(const sinpe_rows_key *key, int64_t first, int64_t cou
     rows->data = (char *)rows + rows_header(); /* a cache line (malloc's 16 bytes under ASan) */
     rows->refs = 1;
     rows->last_use = 0;
+    return rows;
+}
+
+sinpe_rows *sinpe_rows_find_or_new(const sinpe_rows_key *key, int64_t first, int64_t count,
+                                   int *fresh)
+{
+    sinpe_rows *rows = sinpe_rows_find(key, first, count);
+    *fresh = rows == NULL && rows_wanted(key, first, count);
+    if (*fresh) {
+        rows = rows_new(key, first, count);
+        *fresh = rows != NULL;
+    }
     return rows;
 }
 

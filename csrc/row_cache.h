@@ -62,13 +62,13 @@ typedef struct sinpe_rows {
  * referenced (release it); NULL if there is none. */
 sinpe_rows *sinpe_rows_find(const sinpe_rows_key *key, int64_t first, int64_t count);
 
-/* Whether to make and keep the table of these positions: asked for before
- * (and not kept), and of a size the cache keeps.  Records the request. */
-int sinpe_rows_wanted(const sinpe_rows_key *key, int64_t first, int64_t count);
-
-/* Room for a table of these positions (data uninitialised, one reference),
- * or NULL when out of memory. */
-sinpe_rows *sinpe_rows_new(const sinpe_rows_key *key, int64_t first, int64_t count);
+/* A kept table holding the rows of positions first .. first + count - 1
+ * (*fresh 0), or, when that table was asked for before (and not kept) and
+ * is of a size the cache keeps, room for it (*fresh 1: data uninitialised;
+ * fill it, then keep or release it); NULL otherwise or when out of memory.
+ * Records the request.  Referenced: release it. */
+sinpe_rows *sinpe_rows_find_or_new(const sinpe_rows_key *key, int64_t first, int64_t count,
+                                   int *fresh);
 
 /* Keeps a filled table (the cache takes a reference of its own). */
 void sinpe_rows_keep(sinpe_rows *rows);
