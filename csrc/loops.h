@@ -135,7 +135,8 @@ DEFINE_PAIR_LOOPS2(uint16_t, bf16, sinpe_double_to_bfloat16)
 #define ADD_VECTORS
 #endif
 #define DEFINE_ADD(name, T, S, WIDEN, NARROW)                                                \
-    ADD_VECTORS static void name(char *dst, ptrdiff_t dst_stride, const char *src, ptrdiff_t src_stride,  \
+    ADD_VECTORS                                                                              \
+    static void name(char *dst, ptrdiff_t dst_stride, const char *src, ptrdiff_t src_stride,  \
                      ptrdiff_t rows, ptrdiff_t count, double scale_value)                    \
     {                                                                                        \
         const S scale = (S)scale_value;                                                      \

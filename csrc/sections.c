@@ -301,32 +301,24 @@ static void store_caches(const plan_t *plan, const group_t *g, const rot_tile_t 
     }
 }
 
-/* `rows` rows of `copies` copies (step[k] apart in target k; the heads of a
- * token, side by side in the rotation loop, each cache row read once for
- * them) from `off` rotated by the tile-format rows at cache. */
-static void rotate_copies(const plan_t *plan, const group_t *g, const rot_tile_t *t,
-                          const char *cache, ptrdiff_t cache_stride, const ptrdiff_t *off,
-                          const ptrdiff_t *stride, ptrdiff_t rows, ptrdiff_t copies,
-                          const ptrdiff_t *step)
-{
-    const char *source = plan->rot.source;
-    const sinpe_rotate_shape shape = {rows, copies, copies > 1 ? step[0] : 0,
-                                      copies > 1 ? step[1] : 0};
-    sinpe_rot_tile_rotate(plan, g, t, cache, cache_stride, plan->target[0].data + off[0],
-                          stride[0], source != NULL ? source + off[1] : NULL, stride[1], shape);
-}
-
 /* `rows` rows from `off` (per target; stride per target) rotated by, or
- * (caches) stored from, the tile-format rows at cache (cache_stride). */
+ * (caches) stored from, the tile-format rows at cache (cache_stride);
+ * rotations: of `copies` copies, step[k] apart in target k (the heads of a
+ * token, side by side in the rotation loop, each cache row read once for
+ * them; caches: one copy). */
 static void act(const plan_t *plan, const group_t *g, const rot_tile_t *t, const char *cache,
                 ptrdiff_t cache_stride, const ptrdiff_t *off, const ptrdiff_t *stride,
-                ptrdiff_t rows)
+                ptrdiff_t rows, ptrdiff_t copies, const ptrdiff_t *step)
 {
     if (!plan->rotating) {
         store_caches(plan, g, t, cache, cache_stride, off, stride, rows);
         return;
     }
-    rotate_copies(plan, g, t, cache, cache_stride, off, stride, rows, 1, NULL);
+    const char *source = plan->rot.source;
+    const sinpe_rotate_shape shape = {rows, copies, copies > 1 ? step[0] : 0,
+                                      copies > 1 ? step[1] : 0};
+    sinpe_rot_tile_rotate(plan, g, t, cache, cache_stride, plan->target[0].data + off[0],
+                          stride[0], source != NULL ? source + off[1] : NULL, stride[1], shape);
 }
 
 /* The leading rows from b on (b's included, at most b1 - b) that hold b's
@@ -387,19 +379,15 @@ static void sections_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrd
             double x;
             (void)(text && position_of(plan, g, b * plan->length + l0, &p, &x));
             const char *cache = text ? t.data + (p - lo) * t.row_bytes : merged;
-            act(plan, g, &t, cache, 0, oc.off, step, leads);
+            act(plan, g, &t, cache, 0, oc.off, step, leads, 1, NULL);
             b += leads;
             continue;
         }
         /* rotations: the leading rows with these positions (the heads) together */
-        const ptrdiff_t leads = plan->rotating ? same_leads(plan, g, same, b, b0, b1, l0, &oc, step) : 1;
+        const ptrdiff_t leads =
+            plan->rotating ? same_leads(plan, g, same, b, b0, b1, l0, &oc, step) : 1;
         if (!text) {
-            if (plan->rotating) {
-                rotate_copies(plan, g, &t, merged, t.row_bytes, oc.off, stride, l1 - l0, leads,
-                              step);
-            } else {
-                act(plan, g, &t, merged, t.row_bytes, oc.off, stride, l1 - l0);
-            }
+            act(plan, g, &t, merged, t.row_bytes, oc.off, stride, l1 - l0, leads, step);
             b += leads;
             continue;
         }
@@ -414,12 +402,8 @@ static void sections_window(const plan_t *plan, int worker, ptrdiff_t tile, ptrd
             }
             const ptrdiff_t off[2] = {oc.off[0] + (l - l0) * stride[0],
                                       oc.off[1] + (l - l0) * stride[1]};
-            if (plan->rotating) {
-                rotate_copies(plan, g, &t, t.data + (p - lo) * t.row_bytes, t.row_bytes, off,
-                              stride, run, leads, step);
-            } else {
-                act(plan, g, &t, t.data + (p - lo) * t.row_bytes, t.row_bytes, off, stride, run);
-            }
+            act(plan, g, &t, t.data + (p - lo) * t.row_bytes, t.row_bytes, off, stride, run,
+                leads, step);
             l += run;
         }
         b += leads;
