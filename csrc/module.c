@@ -500,6 +500,37 @@ static PyObject *get_num_threads(PyObject *Py_UNUSED(module), PyObject *Py_UNUSE
     return PyLong_FromLong(sinpe_get_num_threads());
 }
 
+/* _share_openmp(library): large calls on a loaded OpenMP runtime's threads
+ * (sinpe.torch shares torch's), or on sinpe's own again with None. */
+static PyObject *share_openmp(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    if (arg == Py_None) {
+        (void)sinpe_share_openmp(NULL); /* cannot fail */
+        Py_RETURN_NONE;
+    }
+    PyObject *path = NULL;
+    if (!PyUnicode_Check(arg)) {
+        return PyErr_Format(PyExc_TypeError, "library must be a str or None, got %.200s",
+                            Py_TYPE(arg)->tp_name);
+    }
+    if (!PyUnicode_FSConverter(arg, &path)) {
+        return NULL; /* a NUL in it, or not encodable */
+    }
+    const int status = sinpe_share_openmp(PyBytes_AS_STRING(path));
+    Py_DECREF(path);
+    if (status != SINPE_OK) {
+        return PyErr_Format(PyExc_ValueError,
+                            "library=%R: no library of that name is loaded with OpenMP's "
+                            "GOMP_parallel and omp_get_thread_num", arg);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *sharing_openmp(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(unused))
+{
+    return PyBool_FromLong(sinpe_sharing_openmp());
+}
+
 static PyObject *clear_cache(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(unused))
 {
     sinpe_clear_caches();
@@ -628,6 +659,11 @@ static PyMethodDef core_methods[] = {
     {"set_num_threads", set_num_threads, METH_O, set_num_threads_doc},
     {"get_num_threads", get_num_threads, METH_NOARGS, get_num_threads_doc},
     {"clear_cache", clear_cache, METH_NOARGS, clear_cache_doc},
+    {"_share_openmp", share_openmp, METH_O,
+     "_share_openmp(library, /)\n--\n\nRuns large calls on the threads of the loaded OpenMP "
+     "runtime `library` (a path; sinpe.torch shares torch's), or on sinpe's own with None."},
+    {"_sharing_openmp", sharing_openmp, METH_NOARGS,
+     "_sharing_openmp()\n--\n\nWhether large calls run on a shared OpenMP runtime's threads."},
     {"_row_cache", row_cache, METH_NOARGS,
      "_row_cache()\n--\n\n(tables, bytes) kept for adds (tests)."},
     {"_add_tensor", (PyCFunction)(void (*)(void))add_tensor, METH_FASTCALL,

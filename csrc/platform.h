@@ -374,6 +374,19 @@ static inline int64_t sinpe_now_ns(void)
     return (int64_t)((double)count.QuadPart * (1e9 / (double)frequency.QuadPart));
 }
 
+/* The calling thread's CPU time, in nanoseconds (whether the OS left it
+ * waiting for a core: threads.c). */
+static inline int64_t sinpe_thread_cpu_ns(void)
+{
+    FILETIME created, exited, kernel, user;
+    if (!GetThreadTimes(GetCurrentThread(), &created, &exited, &kernel, &user)) {
+        return 0;
+    }
+    const uint64_t k = ((uint64_t)kernel.dwHighDateTime << 32) | kernel.dwLowDateTime;
+    const uint64_t u = ((uint64_t)user.dwHighDateTime << 32) | user.dwLowDateTime;
+    return (int64_t)(k + u) * 100;
+}
+
 /* The logical processors this process may run on. */
 static inline long sinpe_cpu_count(void)
 {
@@ -470,6 +483,17 @@ static inline int64_t sinpe_now_ns(void)
     return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
 }
 
+/* The calling thread's CPU time, in nanoseconds (whether the OS left it
+ * waiting for a core: threads.c). */
+static inline int64_t sinpe_thread_cpu_ns(void)
+{
+    struct timespec used;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &used) != 0) {
+        return 0;
+    }
+    return (int64_t)used.tv_sec * 1000000000 + used.tv_nsec;
+}
+
 /* The cores this process may run on (taskset and cpusets respected). */
 static inline long sinpe_cpu_count(void)
 {
@@ -486,6 +510,27 @@ static inline long sinpe_cpu_count(void)
 static inline void sinpe_at_fork(void (*prepare)(void), void (*parent)(void), void (*child)(void))
 {
     (void)pthread_atfork(prepare, parent, child);
+}
+#endif
+
+/* ------------------------------------------------------------------ */
+/* A function of a shared library the process has already loaded (its
+ * file, as the loader knows it), or NULL: never loads one (RTLD_NOLOAD).
+ * The reference taken is kept, so the library stays while sinpe may call
+ * it.  None on Windows (no OpenMP runtime sinpe knows there). */
+#if defined(_WIN32)
+static inline void (*sinpe_loaded_function(const char *library, const char *name))(void)
+{
+    (void)library, (void)name;
+    return NULL;
+}
+#else
+#include <dlfcn.h>
+static inline void (*sinpe_loaded_function(const char *library, const char *name))(void)
+{
+    void *handle = dlopen(library, RTLD_LAZY | RTLD_NOLOAD);
+    void *function = handle != NULL ? dlsym(handle, name) : NULL;
+    return (void (*)(void))(uintptr_t)function; /* POSIX: a function's address */
 }
 #endif
 

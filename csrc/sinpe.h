@@ -255,6 +255,22 @@ int sinpe_run(const sinpe_plan *plan, const sinpe_array *out, const sinpe_array 
 int sinpe_set_num_threads(int threads);
 int sinpe_get_num_threads(void);
 
+/* Runs large calls on the threads of an OpenMP runtime the process has
+ * already loaded, instead of sinpe's own: `library` is its file, as the
+ * loader knows it, and must have GNU libgomp's GOMP_parallel and
+ * omp_get_thread_num.  torch's ops run on such threads, which spin for a
+ * while after each op; sharing them, a call right after a torch op gets
+ * every core at once (sinpe's own helpers would find them taken).  NULL
+ * goes back to sinpe's own threads.  Returns SINPE_OK, or
+ * SINPE_ERR_INVALID (and changes nothing) when no loaded library of that
+ * name has those functions, and always on Windows.  One call at a time
+ * runs on the team; a call made while another runs uses one thread.  A
+ * forked child goes back to sinpe's own threads.  Results are
+ * bit-identical either way. */
+int sinpe_share_openmp(const char *library);
+/* Whether large calls run on a shared OpenMP runtime's threads. */
+int sinpe_sharing_openmp(void);
+
 /* sinpe keeps what later calls can reuse: the frequencies and step rows of
  * recent (n, d) (at most 8 tables, 8 MB), and tables that adds asked for
  * more than once (at most 8, 64 MB in all, 16 MB each).  This frees them

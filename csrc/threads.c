@@ -17,6 +17,9 @@
  * forgets the helpers (they do not exist there), so a forked child
  * (multiprocessing, DataLoader workers) starts a fresh pool instead of
  * waiting for ghosts.
+ *
+ * Or another runtime's threads (sinpe_share_openmp): see "An OpenMP
+ * runtime's team" below.
  */
 #include "platform.h"
 
@@ -213,17 +216,80 @@ static void start_helpers(int wanted)
     }
 }
 
+/* An OpenMP runtime's team.  torch runs its ops on OpenMP threads that spin
+ * for a while after each op (libgomp's GOMP_SPINCOUNT), holding the other
+ * cores: sinpe's own helpers then get none, and a call right after a torch
+ * op runs at one thread's pace while torch's next op gets every core.
+ * Shared, the runtime runs sinpe's chunks on that team: its spinning
+ * threads take them at once, and spin on for torch's next op.  GNU
+ * libgomp's ABI: GOMP_parallel(fn, data, threads, flags) runs fn(data) on
+ * a team whose thread 0 is the caller, and returns when every member has;
+ * omp_get_thread_num() says which member runs. */
+typedef void (*omp_parallel_fn)(void (*fn)(void *), void *data, unsigned threads,
+                                unsigned flags);
+typedef int (*omp_thread_num_fn)(void);
+typedef struct {
+    omp_parallel_fn parallel;
+    omp_thread_num_fn thread_num;
+} openmp_t;
+#define OPENMP_RUNTIMES 4
+
+static struct {
+    sinpe_mutex lock;
+    openmp_t known[OPENMP_RUNTIMES]; /* each set once and never changed: calls hold them */
+    int count;                       /* (lock) */
+    sinpe_atomic current;            /* the openmp_t shared, or 0 */
+} openmp = {SINPE_MUTEX_INIT, {{NULL, NULL}}, 0, SINPE_ATOMIC_INIT(0)};
+
+int sinpe_share_openmp(const char *library)
+{
+    if (library == NULL) {
+        sinpe_atomic_store(&openmp.current, 0);
+        return SINPE_OK;
+    }
+    sinpe_threads_once(); /* the fork handlers, which forget the runtime in a child */
+    const openmp_t found = {
+        (omp_parallel_fn)sinpe_loaded_function(library, "GOMP_parallel"),
+        (omp_thread_num_fn)sinpe_loaded_function(library, "omp_get_thread_num")};
+    if (found.parallel == NULL || found.thread_num == NULL) {
+        return SINPE_ERR_INVALID;
+    }
+    int status = SINPE_ERR_INVALID; /* more runtimes than it keeps */
+    sinpe_mutex_lock(&openmp.lock);
+    for (int i = 0; i < OPENMP_RUNTIMES; ++i) {
+        openmp_t *known = &openmp.known[i];
+        if (i == openmp.count) {
+            *known = found;
+            openmp.count++;
+        }
+        if (known->parallel == found.parallel && known->thread_num == found.thread_num) {
+            sinpe_atomic_store(&openmp.current, (ptrdiff_t)(uintptr_t)known);
+            status = SINPE_OK;
+            break;
+        }
+    }
+    sinpe_mutex_unlock(&openmp.lock);
+    return status;
+}
+
+int sinpe_sharing_openmp(void)
+{
+    return sinpe_atomic_load(&openmp.current) != 0;
+}
+
 #if SINPE_HAVE_FORK
 static void before_fork(void)
 {
     sinpe_table_cache_prefork();
     sinpe_rows_cache_prefork();
+    sinpe_mutex_lock(&openmp.lock);
     sinpe_mutex_lock(&pool.lock);
 }
 
 static void after_fork_parent(void)
 {
     sinpe_mutex_unlock(&pool.lock);
+    sinpe_mutex_unlock(&openmp.lock);
     sinpe_rows_cache_postfork();
     sinpe_table_cache_postfork();
 }
@@ -243,6 +309,10 @@ static void after_fork_child(void)
     pool.wake = fresh;
     pool.idle = fresh;
     sinpe_mutex_unlock(&pool.lock);
+    /* an OpenMP runtime's threads do not exist in the child either, and
+     * libgomp would wait for them: the child uses sinpe's own helpers */
+    sinpe_atomic_store(&openmp.current, 0);
+    sinpe_mutex_unlock(&openmp.lock);
     sinpe_rows_cache_postfork();
     sinpe_table_cache_postfork();
 }
@@ -310,25 +380,168 @@ static void release_pool(void)
 }
 
 /* After a call with helpers, from `start` to `end`, whose caller ran `mine`
- * of its `ran` chunks until `done`: slower than the caller alone would have
- * been at its own pace?  Then the next calls run alone (solo_until). */
-static void judge_pooled_call(int64_t start, int64_t done, int64_t end, ptrdiff_t mine,
+ * of its `ran` chunks until `done`: how much longer than the caller alone
+ * would have taken at its own pace (negative: less).  0 if that pace is
+ * unknown (the caller ran no chunk). */
+static double time_over_alone(int64_t start, int64_t done, int64_t end, ptrdiff_t mine,
                               ptrdiff_t ran)
 {
     if (mine < 1) {
-        return; /* the caller's pace is unknown */
+        return 0.0;
     }
-    const double alone = (double)(done - start) / (double)mine * (double)ran;
-    if ((double)(end - start) <= alone) {
+    return (double)(end - start) - (double)(done - start) / (double)mine * (double)ran;
+}
+
+/* A slower call: no helpers until `until`, for `backoff` microseconds,
+ * `least` at first and `grow` times longer at each slower retry, at most
+ * `most`. */
+static void back_off(sinpe_atomic *until, sinpe_atomic *backoff, ptrdiff_t least, ptrdiff_t most,
+                     ptrdiff_t grow, int64_t end)
+{
+    const ptrdiff_t last = sinpe_atomic_load(backoff);
+    const ptrdiff_t next = last < least ? least : last >= most / grow ? most : grow * last;
+    sinpe_atomic_store(backoff, next);
+    sinpe_atomic_store(until, (ptrdiff_t)((size_t)microseconds(end) + (size_t)next));
+}
+
+/* Solo mode (above), after a call with sinpe's own helpers. */
+static void judge_pooled_call(int64_t start, int64_t done, int64_t end, ptrdiff_t mine,
+                              ptrdiff_t ran)
+{
+    const double over = time_over_alone(start, done, end, mine, ran);
+    if (over > 0.0) {
+        back_off(&solo_until, &solo_backoff, SOLO_MIN_US, SOLO_MAX_US, 2, end);
+    } else if (mine > 0) {
         sinpe_atomic_store(&solo_backoff, 0);
+    }
+}
+
+/* A shared OpenMP team cannot leave a member out: its call returns when
+ * every member has come and gone, also one that the OS left waiting for a
+ * core for a time slice of milliseconds.  That happens when the cores are
+ * oversubscribed (another process busy on one; the team's own threads spin
+ * for milliseconds after each call), and then such stalls cost more than
+ * the calls that gain save.  A team call stalled if a member started
+ * TEAM_STALL_NS late (more than waking a sleeping one costs), if the caller
+ * spent that long off its core, or if the call took that much longer than
+ * the caller alone would have at its own pace.  A stall leaves the team to
+ * sinpe's own helpers (and their solo mode) for a while, TEAM_MIN_US at
+ * first, four times longer at each stall (each costs milliseconds: few
+ * should be tried), at most TEAM_MAX_US.  Calls that gain
+ * TEAM_CREDIT_NS in all since the last stall halve the while.  Beside
+ * torch's ops, whose threads spin for the next call, the team gains call
+ * after call. */
+#define TEAM_STALL_NS 250000
+#define TEAM_CREDIT_NS 50000000.0
+#define TEAM_MIN_US 8000
+#define TEAM_MAX_US 1000000
+static sinpe_atomic team_until = SINPE_ATOMIC_INIT(0);
+static sinpe_atomic team_backoff = SINPE_ATOMIC_INIT(0);
+static sinpe_atomic team_credit = SINPE_ATOMIC_INIT(0); /* microseconds */
+
+/* A team call from `start` to `end`: its caller spent `cpu` ns on its core,
+ * ran `mine` of the `ran` chunks until `done`; `late`: a member started
+ * late. */
+static void judge_team_call(int64_t start, int64_t done, int64_t end, int64_t cpu,
+                            ptrdiff_t late, ptrdiff_t mine, ptrdiff_t ran)
+{
+    const double over = time_over_alone(start, done, end, mine, ran);
+    if (late || (end - start) - cpu > TEAM_STALL_NS || over > TEAM_STALL_NS) {
+        back_off(&team_until, &team_backoff, TEAM_MIN_US, TEAM_MAX_US, 4, end);
+        sinpe_atomic_store(&team_credit, 0);
         return;
     }
-    const ptrdiff_t last = sinpe_atomic_load(&solo_backoff);
-    const ptrdiff_t backoff = last < SOLO_MIN_US ? SOLO_MIN_US
-                              : last >= SOLO_MAX_US / 2 ? SOLO_MAX_US
-                                                        : 2 * last;
-    sinpe_atomic_store(&solo_backoff, backoff);
-    sinpe_atomic_store(&solo_until, (ptrdiff_t)((size_t)microseconds(end) + (size_t)backoff));
+    if (over < 0.0) {
+        const ptrdiff_t credit = sinpe_atomic_load(&team_credit) + (ptrdiff_t)(-over / 1000.0);
+        if (credit * 1000.0 >= TEAM_CREDIT_NS) {
+            sinpe_atomic_store(&team_backoff, sinpe_atomic_load(&team_backoff) / 2);
+            sinpe_atomic_store(&team_credit, 0);
+        } else {
+            sinpe_atomic_store(&team_credit, credit);
+        }
+    }
+}
+
+/* The calling thread's part of a call: chunks until none are left, asking
+ * `cancel` every `period` of them; then the time it finished. */
+typedef struct {
+    sinpe_cancel_fn cancel;
+    void *context;
+    ptrdiff_t period;
+    ptrdiff_t mine; /* chunks it ran */
+    int cancelled;
+    int64_t done;
+} caller_t;
+
+static void run_callers_chunks(job_t *job, caller_t *caller)
+{
+    ptrdiff_t since_check = 0;
+    for (;;) {
+        const ptrdiff_t chunk = sinpe_atomic_fetch_add(&job->next, 1);
+        if (chunk >= job->chunks) {
+            break;
+        }
+        job->fn(job->context, chunk, 0);
+        ++caller->mine;
+        if (caller->cancel != NULL && ++since_check >= caller->period &&
+            sinpe_atomic_load(&job->next) < job->chunks) {
+            since_check = 0;
+            if (caller->cancel(caller->context)) {
+                caller->cancelled = 1;
+                sinpe_atomic_store(&job->stop, 1);
+                break;
+            }
+        }
+    }
+    caller->done = sinpe_now_ns();
+}
+
+/* A member of the OpenMP team: thread 0 is the calling thread. */
+typedef struct {
+    job_t *job;
+    caller_t *caller;
+    omp_thread_num_fn thread_num;
+    int64_t start;
+    sinpe_atomic late; /* a member started TEAM_STALL_NS after start */
+} team_call_t;
+
+static void team_member(void *data)
+{
+    team_call_t *call = (team_call_t *)data;
+    const int worker = call->thread_num();
+    if (worker == 0) {
+        run_callers_chunks(call->job, call->caller);
+        return;
+    }
+    if (sinpe_now_ns() - call->start > TEAM_STALL_NS) {
+        sinpe_atomic_store(&call->late, 1);
+    }
+    run_job(call->job, worker);
+}
+
+/* Runs the call on the shared team and judges it; 0 if another call owns
+ * the threads. */
+static int run_on_team(const openmp_t *team, job_t *job, caller_t *caller, int threads,
+                       int64_t start)
+{
+    if (sinpe_atomic_exchange(&pool.busy, 1) != 0) {
+        return 0;
+    }
+    const int64_t cpu = sinpe_thread_cpu_ns();
+    team_call_t call;
+    call.job = job;
+    call.caller = caller;
+    call.thread_num = team->thread_num;
+    call.start = start;
+    sinpe_atomic_store(&call.late, 0);
+    team->parallel(team_member, &call, (unsigned)threads, 0);
+    sinpe_atomic_store(&pool.busy, 0);
+    const int64_t end = sinpe_now_ns();
+    const ptrdiff_t taken = sinpe_atomic_load(&job->next);
+    judge_team_call(start, caller->done, end, sinpe_thread_cpu_ns() - cpu,
+                    sinpe_atomic_load(&call.late), caller->mine,
+                    taken < job->chunks ? taken : job->chunks);
+    return 1;
 }
 
 int sinpe_run_chunks(ptrdiff_t chunks, int threads, sinpe_chunk_fn fn, void *context,
@@ -340,43 +553,29 @@ int sinpe_run_chunks(ptrdiff_t chunks, int threads, sinpe_chunk_fn fn, void *con
     job.chunks = chunks;
     sinpe_atomic_store(&job.next, 0);
     sinpe_atomic_store(&job.stop, 0);
+    caller_t caller = {cancel, cancel_context, cancel_period < 1 ? 1 : cancel_period, 0, 0, 0};
 
     const ptrdiff_t wanted = (threads < chunks ? threads : chunks) - 1;
     const int64_t start = wanted > 0 ? sinpe_now_ns() : 0;
-    int woken = 0;
-    const int pooled = wanted > 0 &&
-                       reached(microseconds(start), sinpe_atomic_load(&solo_until)) &&
-                       claim_pool(&job, (int)wanted, &woken) >= 0;
-
-    int cancelled = 0;
-    ptrdiff_t since_check = 0, mine = 0;
-    if (cancel_period < 1) {
-        cancel_period = 1;
-    }
-    for (;;) {
-        const ptrdiff_t chunk = sinpe_atomic_fetch_add(&job.next, 1);
-        if (chunk >= chunks) {
-            break;
-        }
-        fn(context, chunk, 0);
-        ++mine;
-        if (cancel != NULL && ++since_check >= cancel_period &&
-            sinpe_atomic_load(&job.next) < chunks) {
-            since_check = 0;
-            if (cancel(cancel_context)) {
-                cancelled = 1;
-                sinpe_atomic_store(&job.stop, 1);
-                break;
-            }
-        }
-    }
-    if (pooled) {
-        const int64_t done = sinpe_now_ns();
+    const ptrdiff_t now = microseconds(start);
+    const int helped = wanted > 0 && reached(now, sinpe_atomic_load(&solo_until));
+    const openmp_t *team = (const openmp_t *)(uintptr_t)sinpe_atomic_load(&openmp.current);
+    int woken = 0, ran = 0;
+    if (wanted > 0 && team != NULL && reached(now, sinpe_atomic_load(&team_until)) &&
+        run_on_team(team, &job, &caller, (int)wanted + 1, start)) {
+        ran = 1;
+    } else if (helped && claim_pool(&job, (int)wanted, &woken) >= 0) {
+        run_callers_chunks(&job, &caller);
         release_pool();
-        const ptrdiff_t taken = sinpe_atomic_load(&job.next);
+        ran = 1;
         if (!woken) { /* else its helpers' wake-up, not a neighbour, may have slowed it */
-            judge_pooled_call(start, done, sinpe_now_ns(), mine, taken < chunks ? taken : chunks);
+            const ptrdiff_t taken = sinpe_atomic_load(&job.next);
+            judge_pooled_call(start, caller.done, sinpe_now_ns(), caller.mine,
+                              taken < chunks ? taken : chunks);
         }
     }
-    return cancelled ? SINPE_ERR_CANCELLED : SINPE_OK;
+    if (!ran) {
+        run_callers_chunks(&job, &caller); /* alone */
+    }
+    return caller.cancelled ? SINPE_ERR_CANCELLED : SINPE_OK;
 }

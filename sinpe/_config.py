@@ -27,7 +27,9 @@ def show_config(*, print_it: bool = True) -> Dict[str, Any]:
     Like ``numpy.show_config()``: the version, the compiler that built the C
     kernels, the SIMD level whose loops run (``simd``; the ``SINPE_SIMD``
     environment variable can lower it) and the levels this CPU has, the
-    threads large calls use, and the platform.  Every SIMD level and thread
+    threads large calls use and whose threads they are (``thread_pool``:
+    with ``sinpe.torch`` imported, torch's own OpenMP threads where torch
+    runs on GNU libgomp), and the platform.  Every SIMD level and thread
     count gives the same bits; they change only speed.
 
     >>> config = sinpe.show_config(print_it=False)
@@ -44,6 +46,8 @@ def show_config(*, print_it: bool = True) -> Dict[str, Any]:
         "simd_label": simd_label(level),
         "simd_available": list(available),
         "threads": get_num_threads(),
+        "thread_pool": "torch's OpenMP threads" if _core._sharing_openmp()
+                       else "sinpe's own threads",
         "platform": platform.platform(),
         "machine": platform.machine(),
         "python": f"{platform.python_implementation()} {platform.python_version()}"

@@ -17,6 +17,9 @@ _compiler: Final[str]  # the compiler that built the kernels (show_config)
 def _simd_levels() -> tuple[str, list[str]]: ...  # (level in use, levels the CPU has)
 def _select_simd(level: str, /) -> bool: ...  # tests: run another level's loops
 def _row_cache() -> tuple[int, int]: ...  # tests: (tables, bytes) kept for adds and rotations
+# large calls on a loaded OpenMP runtime's threads (sinpe.torch shares torch's), or own with None
+def _share_openmp(library: str | None, /) -> None: ...
+def _sharing_openmp() -> bool: ...
 def _add_tensor(address: int, shape: Sequence[int], strides: Sequence[int], dtype: int,
                 n: float, offset: int, axis: int, scale: float, /) -> None: ...
 MAX_THREADS: Final[int]

@@ -52,6 +52,11 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         "pip install torch==2.13.0 (sinpe itself works without it)"
     ) from exc
 
+from sinpe._openmp import share_torch_threads  # noqa: E402
+
+# Large calls run on torch's own OpenMP threads from now on (sinpe/_openmp.py).
+share_torch_threads(torch)
+
 __all__ = ["PositionalEncoding", "RotaryEmbedding", "add_", "apply_rotary_pos_emb",
            "apply_rotary_pos_emb_vision", "encode", "patch", "rope", "rope_", "rope_cache"]
 

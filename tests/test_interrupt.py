@@ -18,6 +18,7 @@ import sys
 import textwrap
 
 import pytest
+from conftest import require_torch
 
 CHILD = textwrap.dedent(r"""
     import gc, json, os, resource, signal, sys, threading, time, tracemalloc
@@ -25,6 +26,9 @@ CHILD = textwrap.dedent(r"""
 
     mode, L, d = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     report = {}
+    if sys.argv[4:] == ["team"]:  # on torch's OpenMP threads (sinpe/_openmp.py)
+        import sinpe.torch
+        report["team"] = sinpe._core._sharing_openmp()
 
     go = [False]
 
@@ -101,9 +105,9 @@ CHILD = textwrap.dedent(r"""
 """)
 
 
-def run_child(mode, L, d, cwd):
+def run_child(mode, L, d, cwd, *extra):
     # cwd: not the source tree, whose uncompiled sinpe/ would shadow the installed one
-    result = subprocess.run([sys.executable, "-c", CHILD, mode, str(L), str(d)],
+    result = subprocess.run([sys.executable, "-c", CHILD, mode, str(L), str(d), *extra],
                             capture_output=True, text=True, timeout=300, cwd=cwd)
     assert result.returncode == 0, f"child failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -144,3 +148,20 @@ def test_ctrl_c_during_rope_lets_it_finish_then_raises(tmp_path):
     assert report["outcome"] == "KeyboardInterrupt", report
     assert report["all_rotated"], report
     assert report["after"] == pytest.approx(0.8414709848, abs=1e-7)
+
+
+def test_ctrl_c_on_torchs_threads_stops_encode_into_out_and_leaves_them_idle(tmp_path):
+    """The same on torch's OpenMP threads, which sinpe.torch shares where torch
+    runs on GNU libgomp: the team stops taking chunks, and the next call is exact."""
+    require_torch()
+    from sinpe._openmp import torch_openmp_library
+    import torch
+    if torch_openmp_library(torch) is None:
+        pytest.skip("torch runs on no GNU OpenMP runtime here")
+    L, d = 2**17, 1024
+    report = run_child("out", L, d, tmp_path, "team")
+    assert report["team"], report
+    assert report["outcome"] == "KeyboardInterrupt", report
+    assert report["rows_untouched"] > L // 2, f"the kernel ran on after Ctrl-C: {report}"
+    assert report["refcount_change"] == 0, report
+    assert report["refill_exact"], report
