@@ -32,11 +32,14 @@ def torch_openmp_library(torch: object) -> Optional[str]:
     if config is None or "ATen parallel backend: OpenMP" not in config.parallel_info():
         return None
     loaded = _loaded_libgomps()
-    package = os.path.dirname(os.path.dirname(getattr(torch, "__file__", "") or ""))
-    own = [p for p in loaded if package and p.startswith(package + os.sep)]
+    package = os.path.dirname(getattr(torch, "__file__", "") or "")
+    # torch/lib (torch's own wheels) or torch.libs (auditwheel's), not another
+    # package's copy (scikit-learn bundles one too)
+    homes = (package + os.sep, package + ".libs" + os.sep) if package else ()
+    own = [p for p in loaded if p.startswith(homes)]
     if len(own) == 1:
         return own[0]
-    return loaded[0] if len(loaded) == 1 else None
+    return loaded[0] if len(loaded) == 1 and not own else None
 
 
 def share_torch_threads(torch: object) -> bool:
