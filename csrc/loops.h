@@ -125,17 +125,7 @@ DEFINE_PAIR_LOOPS2(uint16_t, bf16, sinpe_double_to_bfloat16)
  * add).  float32/float64 in their own type; the 16-bit types as NumPy and
  * torch add them, each operation in float32 and its result rounded to the
  * type (WIDEN/NARROW; sinpe_add_elem is the definition they match). */
-/* GCC's AVX-512 adds on 32-byte vectors: the same speed from aligned rows,
- * and where x starts 16 bytes past a line (NumPy's large arrays start 16
- * bytes past a page) its 64-byte vectors made a float32 add of (512, 32,
- * 512) 1.3x slower on the AMD EPYC (Zen 5). */
-#if defined(SINPE_LOOPS_AVX512) && defined(__GNUC__) && !defined(__clang__)
-#define ADD_VECTORS __attribute__((target("prefer-vector-width=256")))
-#else
-#define ADD_VECTORS
-#endif
 #define DEFINE_ADD(name, T, S, WIDEN, NARROW)                                                \
-    ADD_VECTORS                                                                              \
     static void name(char *dst, ptrdiff_t dst_stride, const char *src, ptrdiff_t src_stride,  \
                      ptrdiff_t rows, ptrdiff_t count, double scale_value)                    \
     {                                                                                        \
@@ -155,11 +145,12 @@ DEFINE_PAIR_LOOPS2(uint16_t, bf16, sinpe_double_to_bfloat16)
         }                                                                                    \
     }
 
+#if defined(SINPE_VEC16)
+#include "loops_add.h" /* float32 and float64 on vectors by hand, these bits */
+#include "loops16.h"   /* the 16-bit types on vectors, with these bits */
+#else
 DEFINE_ADD(add_f32, float, float, AS_IS, AS_IS)
 DEFINE_ADD(add_f64, double, double, AS_IS, AS_IS)
-#if defined(SINPE_VEC16)
-#include "loops16.h" /* the 16-bit types on vectors, with these bits */
-#else
 DEFINE_ADD(add_f16, uint16_t, float, sinpe_half_to_float, sinpe_float_to_half)
 DEFINE_ADD(add_bf16, uint16_t, float, sinpe_bfloat16_to_float, sinpe_float_to_bfloat16)
 #endif
