@@ -103,10 +103,14 @@ void sinpe_threads_set(int threads)
  * depend on it. */
 #define SOLO_MIN_US 2000
 #define SOLO_MAX_US 128000
-/* in microseconds of sinpe_now_ns(), wrapping (a ptrdiff_t may have 32
- * bits): compared by the sign of the difference, as windows are short */
-static sinpe_atomic solo_until = SINPE_ATOMIC_INIT(0);
-static sinpe_atomic solo_backoff = SINPE_ATOMIC_INIT(0);
+/* A while without some threads: `until` in microseconds of sinpe_now_ns(),
+ * wrapping (a ptrdiff_t may have 32 bits): compared by the sign of the
+ * difference, as whiles are short; `length` the last while's. */
+typedef struct {
+    sinpe_atomic until;
+    sinpe_atomic length;
+} backoff_t;
+static backoff_t solo_backoff = {SINPE_ATOMIC_INIT(0), SINPE_ATOMIC_INIT(0)};
 
 static ptrdiff_t microseconds(int64_t ns)
 {
@@ -392,16 +396,21 @@ static double time_over_alone(int64_t start, int64_t done, int64_t end, ptrdiff_
     return (double)(end - start) - (double)(done - start) / (double)mine * (double)ran;
 }
 
-/* A slower call: no helpers until `until`, for `backoff` microseconds,
- * `least` at first and `grow` times longer at each slower retry, at most
- * `most`. */
-static void back_off(sinpe_atomic *until, sinpe_atomic *backoff, ptrdiff_t least, ptrdiff_t most,
-                     ptrdiff_t grow, int64_t end)
+/* A slower call: a while without those threads from `end`, `least`
+ * microseconds at first and `grow` times longer at each slower retry, at
+ * most `most`. */
+static void back_off(backoff_t *b, ptrdiff_t least, ptrdiff_t most, ptrdiff_t grow, int64_t end)
 {
-    const ptrdiff_t last = sinpe_atomic_load(backoff);
+    const ptrdiff_t last = sinpe_atomic_load(&b->length);
     const ptrdiff_t next = last < least ? least : last >= most / grow ? most : grow * last;
-    sinpe_atomic_store(backoff, next);
-    sinpe_atomic_store(until, (ptrdiff_t)((size_t)microseconds(end) + (size_t)next));
+    sinpe_atomic_store(&b->length, next);
+    sinpe_atomic_store(&b->until, (ptrdiff_t)((size_t)microseconds(end) + (size_t)next));
+}
+
+/* Whether the while is over at `now` (microseconds). */
+static int back_on(backoff_t *b, ptrdiff_t now)
+{
+    return reached(now, sinpe_atomic_load(&b->until));
 }
 
 /* Solo mode (above), after a call with sinpe's own helpers. */
@@ -410,9 +419,9 @@ static void judge_pooled_call(int64_t start, int64_t done, int64_t end, ptrdiff_
 {
     const double over = time_over_alone(start, done, end, mine, ran);
     if (over > 0.0) {
-        back_off(&solo_until, &solo_backoff, SOLO_MIN_US, SOLO_MAX_US, 2, end);
+        back_off(&solo_backoff, SOLO_MIN_US, SOLO_MAX_US, 2, end);
     } else if (mine > 0) {
-        sinpe_atomic_store(&solo_backoff, 0);
+        sinpe_atomic_store(&solo_backoff.length, 0);
     }
 }
 
@@ -428,15 +437,14 @@ static void judge_pooled_call(int64_t start, int64_t done, int64_t end, ptrdiff_
  * sinpe's own helpers (and their solo mode) for a while, TEAM_MIN_US at
  * first, four times longer at each stall (each costs milliseconds: few
  * should be tried), at most TEAM_MAX_US.  Calls that gain
- * TEAM_CREDIT_NS in all since the last stall halve the while.  Beside
+ * TEAM_CREDIT_US in all since the last stall halve the while.  Beside
  * torch's ops, whose threads spin for the next call, the team gains call
  * after call. */
 #define TEAM_STALL_NS 250000
-#define TEAM_CREDIT_NS 50000000.0
+#define TEAM_CREDIT_US 50000
 #define TEAM_MIN_US 8000
 #define TEAM_MAX_US 1000000
-static sinpe_atomic team_until = SINPE_ATOMIC_INIT(0);
-static sinpe_atomic team_backoff = SINPE_ATOMIC_INIT(0);
+static backoff_t team_backoff = {SINPE_ATOMIC_INIT(0), SINPE_ATOMIC_INIT(0)};
 static sinpe_atomic team_credit = SINPE_ATOMIC_INIT(0); /* microseconds */
 
 /* A team call from `start` to `end`: its caller spent `cpu` ns on its core,
@@ -447,14 +455,14 @@ static void judge_team_call(int64_t start, int64_t done, int64_t end, int64_t cp
 {
     const double over = time_over_alone(start, done, end, mine, ran);
     if (late || (end - start) - cpu > TEAM_STALL_NS || over > TEAM_STALL_NS) {
-        back_off(&team_until, &team_backoff, TEAM_MIN_US, TEAM_MAX_US, 4, end);
+        back_off(&team_backoff, TEAM_MIN_US, TEAM_MAX_US, 4, end);
         sinpe_atomic_store(&team_credit, 0);
         return;
     }
     if (over < 0.0) {
         const ptrdiff_t credit = sinpe_atomic_load(&team_credit) + (ptrdiff_t)(-over / 1000.0);
-        if (credit * 1000.0 >= TEAM_CREDIT_NS) {
-            sinpe_atomic_store(&team_backoff, sinpe_atomic_load(&team_backoff) / 2);
+        if (credit >= TEAM_CREDIT_US) {
+            sinpe_atomic_store(&team_backoff.length, sinpe_atomic_load(&team_backoff.length) / 2);
             sinpe_atomic_store(&team_credit, 0);
         } else {
             sinpe_atomic_store(&team_credit, credit);
@@ -558,10 +566,10 @@ int sinpe_run_chunks(ptrdiff_t chunks, int threads, sinpe_chunk_fn fn, void *con
     const ptrdiff_t wanted = (threads < chunks ? threads : chunks) - 1;
     const int64_t start = wanted > 0 ? sinpe_now_ns() : 0;
     const ptrdiff_t now = microseconds(start);
-    const int helped = wanted > 0 && reached(now, sinpe_atomic_load(&solo_until));
+    const int helped = wanted > 0 && back_on(&solo_backoff, now);
     const openmp_t *team = (const openmp_t *)(uintptr_t)sinpe_atomic_load(&openmp.current);
     int woken = 0, ran = 0;
-    if (wanted > 0 && team != NULL && reached(now, sinpe_atomic_load(&team_until)) &&
+    if (wanted > 0 && team != NULL && back_on(&team_backoff, now) &&
         run_on_team(team, &job, &caller, (int)wanted + 1, start)) {
         ran = 1;
     } else if (helped && claim_pool(&job, (int)wanted, &woken) >= 0) {
