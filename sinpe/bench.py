@@ -15,8 +15,10 @@ to save the figures).  One row per case:
   torch and NumPy, and the compute-bound tables on all threads against one
   (sinpe/_bench_hot.py).
 
-The first line names the CPU and the SIMD level sinpe's loops run at: the
-ratios differ between CPUs.
+The first line names the CPU and the SIMD level sinpe's loops run at (and
+torch's, ``torch.backends.cpu.get_cpu_capability()``, where torch is loaded;
+``ATEN_CPU_CAPABILITY=avx2`` or ``default`` holds torch to a lower level as
+``SINPE_SIMD`` holds sinpe): the ratios differ between CPUs and levels.
 
 ``--variants`` times the variants instead (layouts, schedules, explicit
 frequencies and positions, RoPE caches, grids), each against the default
@@ -524,9 +526,22 @@ def _simd_label() -> str:
     return simd_label(sinpe._core._simd_levels()[0])
 
 
+def _torch_simd_label() -> Optional[str]:
+    """The level torch's CPU ops run at ("AVX512", "AVX2", "DEFAULT"), when torch
+    is loaded: ``ATEN_CPU_CAPABILITY`` holds it below the CPU's best, as
+    ``SINPE_SIMD`` holds sinpe's, and a ratio compares the two."""
+    torch = sys.modules.get("torch")
+    try:
+        return str(torch.backends.cpu.get_cpu_capability()) if torch is not None else None
+    except AttributeError:  # an older torch
+        return None
+
+
 def _print_cpu(header: Dict[str, Any], file: Any) -> None:
-    print(f"CPU: {header['cpu']}, sinpe's loops at {header['simd']}, {header['cpu_count']} CPUs",
-          file=file)
+    torch_simd = header.get("torch_simd")
+    theirs = f", torch's ops at {torch_simd}" if torch_simd else ""
+    print(f"CPU: {header['cpu']}, sinpe's loops at {header['simd']}{theirs}, "
+          f"{header['cpu_count']} CPUs", file=file)
 
 
 def _load_average() -> Optional[float]:
@@ -600,7 +615,8 @@ def _header(args: argparse.Namespace, load_before: Optional[float], torch_versio
     return {
         "sinpe": sinpe.__version__, "sinpe_threads": sinpe.get_num_threads(),
         "numpy": np.__version__, "torch": torch_version, "torch_threads": torch_threads,
-        "cpu": _cpu_model(), "simd": _simd_label(), "config": sinpe.show_config(print_it=False),
+        "cpu": _cpu_model(), "simd": _simd_label(), "torch_simd": _torch_simd_label(),
+        "config": sinpe.show_config(print_it=False),
         "cpu_count": os.cpu_count(), "machine": platform.machine(),
         "python": platform.python_version(), "quick": args.quick,
         "load_average": [load_before, _load_average()],

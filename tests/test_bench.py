@@ -29,6 +29,16 @@ def test_first_line_names_the_cpu_and_the_simd_level(monkeypatch, capsys):
                                    "x86-64 baseline (SSE2)", "NEON"}
 
 
+def test_first_line_names_torchs_level_where_torch_is_loaded(monkeypatch, capsys, torch):
+    """Timed against torch, the line says which level torch's ops run at too."""
+    monkeypatch.setattr(bench, "_hot_path", lambda quick, torch_module: ([], [], []))
+    monkeypatch.setattr(bench, "_print_hot_path", lambda *a: None)
+    assert bench.main(["--hot-path", "--quick"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    level = torch.backends.cpu.get_cpu_capability()
+    assert f"at {bench._simd_label()}, torch's ops at {level}, " in first
+
+
 def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsys, torch):
     """--rope: one row per case and thread count (the timings stubbed: quick)."""
     import sinpe._bench_pool as pool
