@@ -30,10 +30,10 @@
  * run in turn, then what is left of the others' (a late or slow thread's
  * share goes to the others, as from one counter).  A chunk's bits never
  * depend on who runs it.  Why runs: an add of 32 MB on two threads took
- * 1.45x torch's time with every chunk handed out from one counter (the two
- * threads' chunks interleaved through memory) and 1.02x with the array in
- * two halves (the AMD EPYC, Zen 5), which is what torch's ops do: each
- * core then finds its own half where it left it, in its own caches. */
+ * 1.5x torch's time with every chunk handed out from one counter (the two
+ * threads' chunks interleaved through memory) and 0.8x in two runs (the
+ * AMD EPYC, Zen 5), as torch's ops cut it: each core then finds its own
+ * half where it left it, in its own caches. */
 #define MAX_RANGES 64
 
 typedef struct {
