@@ -32,12 +32,16 @@
  * never reach memory.  scripts/convert.sh checks every function here
  * against float16.h for all 2**32 floats and all 2**16 16-bit values.
  *
- * NaNs the loops make all have zero low 16 bits: a widened bfloat16 NaN,
- * quieted by arithmetic, or the CPU's default NaN.  bfloat16's integer
- * rounding (*_round) keeps such a NaN a NaN, so that it reaches the
- * narrowing, which reports it from its result; other NaNs no loop makes
+ * The narrowing reports every NaN it is given, both formats, by one
+ * unordered compare of its two registers (a lane is reported where either
+ * holds a NaN; that compare replaced one on the packed result and freed
+ * the registers that spilled the AVX2 bfloat16 rotation: 1.85x -> 1.65x
+ * an in-place pass, Zen 5).  NaNs the loops make all have zero low 16
+ * bits: a widened bfloat16 NaN, quieted by arithmetic, or the CPU's
+ * default NaN.  bfloat16's integer rounding (*_round) keeps such a NaN a
+ * NaN, so that it reaches the narrowing; other NaNs no loop makes
  * (scripts/convert.sh counts them apart).  float16's conversions keep
- * every NaN a NaN and report them all.
+ * every NaN a NaN.
  *
  * Only standard <immintrin.h> intrinsics; the bfloat16 instructions only
  * where GCC or Clang builds the avx512_bf16 level (SINPE_LOOPS_BF16).
@@ -103,6 +107,11 @@ static SINPE_INLINE int vf_nan_lanes(vf a)
 {
     return (int)_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
 }
+/* the lanes where a or b is a NaN (unordered), one compare for both */
+static SINPE_INLINE int vf_nan_either(vf a, vf b)
+{
+    return (int)_mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
+}
 
 #if defined(SINPE_LOOPS_BF16)
 /* In order, as vcvtne2ps2bf16 packs. */
@@ -138,11 +147,9 @@ static SINPE_INLINE vi bf16_pack(vf lo, vf hi, int *bad)
     *bad |= (int)(_mm512_fpclass_ps_mask(lo, 0xa1) | _mm512_fpclass_ps_mask(hi, 0xa1));
     return (vi)_mm512_cvtne2ps_pbh(hi, lo);
 #else
-    const vi y = _mm512_mask_blend_epi16(0xaaaaaaaau, _mm512_srli_epi32(bf16_rounded_high(lo), 16),
-                                         bf16_rounded_high(hi));
-    *bad |= (int)_mm512_cmpgt_epi16_mask(_mm512_and_si512(y, _mm512_set1_epi16(0x7fff)),
-                                         _mm512_set1_epi16(0x7f80));
-    return y;
+    *bad |= vf_nan_either(lo, hi);
+    return _mm512_mask_blend_epi16(0xaaaaaaaau, _mm512_srli_epi32(bf16_rounded_high(lo), 16),
+                                   bf16_rounded_high(hi));
 #endif
 }
 
@@ -155,7 +162,7 @@ static SINPE_INLINE vf f16_round(vf v, int *bad)
 }
 static SINPE_INLINE vi f16_pack(vf lo, vf hi, int *bad)
 {
-    *bad |= vf_nan_lanes(lo) | vf_nan_lanes(hi);
+    *bad |= vf_nan_either(lo, hi);
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtps_ph(lo, F16_RNE)),
                               _mm512_cvtps_ph(hi, F16_RNE), 1);
 }
@@ -210,6 +217,10 @@ static SINPE_INLINE int vf_nan_lanes(vf a)
 {
     return _mm256_movemask_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q));
 }
+static SINPE_INLINE int vf_nan_either(vf a, vf b)
+{
+    return _mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q));
+}
 
 #define BF16_EVEN_ODD 1
 #define BF16_WIDEN_LO(v) _mm256_castsi256_ps(_mm256_slli_epi32(v, 16))
@@ -228,11 +239,9 @@ static SINPE_INLINE vf bf16_round(vf v, int *bad)
 }
 static SINPE_INLINE vi bf16_pack(vf lo, vf hi, int *bad)
 {
-    const vi y = _mm256_blend_epi16(_mm256_srli_epi32(bf16_rounded_high(lo), 16),
-                                    bf16_rounded_high(hi), 0xaa);
-    *bad |= _mm256_movemask_epi8(_mm256_cmpgt_epi16(
-        _mm256_and_si256(y, _mm256_set1_epi16(0x7fff)), _mm256_set1_epi16(0x7f80)));
-    return y;
+    *bad |= vf_nan_either(lo, hi);
+    return _mm256_blend_epi16(_mm256_srli_epi32(bf16_rounded_high(lo), 16),
+                              bf16_rounded_high(hi), 0xaa);
 }
 
 #define F16_WIDEN_LO(v) _mm256_cvtph_ps(_mm256_castsi256_si128(v))
@@ -244,7 +253,7 @@ static SINPE_INLINE vf f16_round(vf v, int *bad)
 }
 static SINPE_INLINE vi f16_pack(vf lo, vf hi, int *bad)
 {
-    *bad |= vf_nan_lanes(lo) | vf_nan_lanes(hi);
+    *bad |= vf_nan_either(lo, hi);
     return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm256_cvtps_ph(lo, F16_RNE)),
                                    _mm256_cvtps_ph(hi, F16_RNE), 1);
 }
@@ -302,6 +311,10 @@ static SINPE_INLINE int vf_nan_lanes(vf a)
 {
     return _mm_movemask_ps(_mm_cmpunord_ps(a, a));
 }
+static SINPE_INLINE int vf_nan_either(vf a, vf b)
+{
+    return _mm_movemask_ps(_mm_cmpunord_ps(a, b));
+}
 
 #define BF16_EVEN_ODD 1
 #define BF16_WIDEN_LO(v) _mm_castsi128_ps(_mm_slli_epi32(v, 16))
@@ -319,11 +332,9 @@ static SINPE_INLINE vf bf16_round(vf v, int *bad)
 }
 static SINPE_INLINE vi bf16_pack(vf lo, vf hi, int *bad)
 {
-    const vi y = _mm_or_si128(_mm_srli_epi32(bf16_rounded_high(lo), 16),
-                              _mm_and_si128(bf16_rounded_high(hi), _mm_set1_epi32((int)0xffff0000u)));
-    *bad |= _mm_movemask_epi8(
-        _mm_cmpgt_epi16(_mm_and_si128(y, _mm_set1_epi16(0x7fff)), _mm_set1_epi16(0x7f80)));
-    return y;
+    *bad |= vf_nan_either(lo, hi);
+    return _mm_or_si128(_mm_srli_epi32(bf16_rounded_high(lo), 16),
+                        _mm_and_si128(bf16_rounded_high(hi), _mm_set1_epi32((int)0xffff0000u)));
 }
 
 /* float16.h's sinpe_half_to_float on halves held in the high 16 bits of
@@ -384,7 +395,7 @@ static SINPE_INLINE vf f16_round(vf v, int *bad)
 }
 static SINPE_INLINE vi f16_pack(vf lo, vf hi, int *bad)
 {
-    *bad |= vf_nan_lanes(lo) | vf_nan_lanes(hi);
+    *bad |= vf_nan_either(lo, hi);
     return _mm_packs_epi32(_mm_srai_epi32(f16_rounded_high(lo), 16),
                            _mm_srai_epi32(f16_rounded_high(hi), 16));
 }
