@@ -124,26 +124,44 @@ DEFINE_PAIR_LOOPS2(uint16_t, bf16, sinpe_double_to_bfloat16)
 /* The adds: the loop NumPy's add runs (one multiply unless scale is 1, one
  * add).  float32/float64 in their own type; the 16-bit types as NumPy and
  * torch add them, each operation in float32 and its result rounded to the
- * type (WIDEN/NARROW; sinpe_add_elem is the definition they match). */
-#define DEFINE_ADD(name, T, S, WIDEN, NARROW)                                                \
+ * type (WIDEN/NARROW; sinpe_add_elem is the definition they match).  One
+ * element, as every add loop's tails and reported vectors compute it: */
+#define ADD_ELEM(x, t, scale, WIDEN, NARROW, scaled)                                          \
+    ((scaled) ? NARROW(WIDEN(NARROW(WIDEN(x) * (scale))) + WIDEN(t))                         \
+              : NARROW(WIDEN(x) + WIDEN(t)))
+/* An add over its rows, from name##_row(x, t, count, scale, scaled), each
+ * call with `scaled` a constant; rows contiguous in x and in t are one row
+ * (they lie in one array each, so the product of counts is an element
+ * count that fits).  Every add loop, vectors by hand too. */
+#define DEFINE_ADD_KERNEL(name, T, S)                                                        \
     static void name(char *dst, ptrdiff_t dst_stride, const char *src, ptrdiff_t src_stride,  \
                      ptrdiff_t rows, ptrdiff_t count, double scale_value)                    \
     {                                                                                        \
         const S scale = (S)scale_value;                                                      \
+        if (rows > 1 && dst_stride == src_stride &&                                          \
+            dst_stride == count * (ptrdiff_t)sizeof(T)) {                                    \
+            count *= rows;                                                                   \
+            rows = 1;                                                                        \
+        }                                                                                    \
         for (ptrdiff_t i = 0; i < rows; ++i) {                                               \
-            T *restrict x = (T *)(void *)(dst + i * dst_stride);                             \
-            const T *restrict t = (const T *)(const void *)(src + i * src_stride);           \
+            T *x = (T *)(void *)(dst + i * dst_stride);                                      \
+            const T *t = (const T *)(const void *)(src + i * src_stride);                    \
             if (scale == (S)1) {                                                             \
-                for (ptrdiff_t l = 0; l < count; ++l) {                                      \
-                    x[l] = NARROW(WIDEN(x[l]) + WIDEN(t[l]));                                \
-                }                                                                            \
+                name##_row(x, t, count, scale, 0);                                           \
             } else {                                                                         \
-                for (ptrdiff_t l = 0; l < count; ++l) {                                      \
-                    x[l] = NARROW(WIDEN(NARROW(WIDEN(x[l]) * scale)) + WIDEN(t[l]));         \
-                }                                                                            \
+                name##_row(x, t, count, scale, 1);                                           \
             }                                                                                \
         }                                                                                    \
     }
+#define DEFINE_ADD(name, T, S, WIDEN, NARROW)                                                \
+    static SINPE_INLINE void name##_row(T *restrict x, const T *restrict t, ptrdiff_t count, \
+                                        S scale, int scaled)                                 \
+    {                                                                                        \
+        for (ptrdiff_t l = 0; l < count; ++l) {                                              \
+            x[l] = ADD_ELEM(x[l], t[l], scale, WIDEN, NARROW, scaled);                       \
+        }                                                                                    \
+    }                                                                                        \
+    DEFINE_ADD_KERNEL(name, T, S)
 
 #if defined(SINPE_VEC16)
 #include "loops_add.h" /* float32 and float64 on vectors by hand, these bits */

@@ -25,12 +25,6 @@
 #error "loops16.h is included by loops.h only, on levels with convert.h's vectors"
 #endif
 
-/* The scalar definition of one element (the tails and the vectors with a
- * reported lane): an add, and one output of a rotation. */
-#define ADD16_ELEM(x, t, scale, WIDEN, NARROW, scaled)                                        \
-    ((scaled) ? NARROW(WIDEN(NARROW(WIDEN(x) * (scale))) + WIDEN(t))                         \
-              : NARROW(WIDEN(x) + WIDEN(t)))
-
 /* x = x * scale + t on V16_LANES elements at a time, two vectors a step
  * where the row allows (the loop's overhead and the check shared), FMT:
  * bf16 or f16.  The row is inline so that each call site's `scaled` is a
@@ -48,7 +42,7 @@
                                      ptrdiff_t from, ptrdiff_t to, float scale, int scaled)   \
     {                                                                                         \
         for (ptrdiff_t l = from; l < to; ++l) {                                               \
-            x[l] = ADD16_ELEM(x[l], t[l], scale, WIDEN, NARROW, scaled);                      \
+            x[l] = ADD_ELEM(x[l], t[l], scale, WIDEN, NARROW, scaled); /* loops.h's */         \
         }                                                                                     \
     }                                                                                         \
     static inline void name##_row(uint16_t *restrict x, const uint16_t *restrict t,           \
@@ -81,20 +75,7 @@
         }                                                                                     \
         name##_scalar(x, t, l, count, scale, scaled); /* the tail */                          \
     }                                                                                         \
-    static void name(char *dst, ptrdiff_t dst_stride, const char *src, ptrdiff_t src_stride,  \
-                     ptrdiff_t rows, ptrdiff_t count, double scale_value)                    \
-    {                                                                                        \
-        const float scale = (float)scale_value;                                              \
-        for (ptrdiff_t i = 0; i < rows; ++i) {                                               \
-            uint16_t *x = (uint16_t *)(void *)(dst + i * dst_stride);                        \
-            const uint16_t *t = (const uint16_t *)(const void *)(src + i * src_stride);      \
-            if (scale == 1.0f) {                                                             \
-                name##_row(x, t, count, scale, 0);                                           \
-            } else {                                                                         \
-                name##_row(x, t, count, scale, 1);                                           \
-            }                                                                                \
-        }                                                                                    \
-    }
+    DEFINE_ADD_KERNEL(name, uint16_t, float)
 
 DEFINE_ADD16(add_f16, f16, sinpe_half_to_float, sinpe_float_to_half)
 DEFINE_ADD16(add_bf16, bf16, sinpe_bfloat16_to_float, sinpe_float_to_bfloat16)

@@ -30,7 +30,7 @@ typedef __m128d add_pd;
 
 /* One row of `count` elements; `scaled` a constant at each call site. */
 #define DEFINE_ADD_ROW(name, T, V, kind)                                                      \
-    static SINPE_INLINE void name(T *x, const T *t, ptrdiff_t count, int scaled, T scale)     \
+    static SINPE_INLINE void name(T *x, const T *t, ptrdiff_t count, T scale, int scaled)     \
     {                                                                                         \
         enum { LANES = (int)(sizeof(V) / sizeof(T)) };                                        \
         const V s = ADD_OP(set1, kind)(scale);                                                \
@@ -55,34 +55,14 @@ typedef __m128d add_pd;
             ADD_OP(storeu, kind)(x + l + 3 * LANES, d);                                       \
         }                                                                                     \
         for (; l < count; ++l) {                                                              \
-            const T y = scaled ? x[l] * scale : x[l];                                         \
-            x[l] = y + t[l];                                                                  \
+            x[l] = ADD_ELEM(x[l], t[l], scale, AS_IS, AS_IS, scaled);                         \
         }                                                                                     \
     }
 
-/* The kernel: rows contiguous in x and in t are one row (they lie in one
- * array each, so the product of counts is an element count that fits). */
+/* The kernel over rows: loops.h's */
 #define DEFINE_ADD_BY_HAND(name, T, V, kind)                                                  \
     DEFINE_ADD_ROW(name##_row, T, V, kind)                                                    \
-    static void name(char *dst, ptrdiff_t dst_stride, const char *src, ptrdiff_t src_stride,  \
-                     ptrdiff_t rows, ptrdiff_t count, double scale_value)                     \
-    {                                                                                         \
-        const T scale = (T)scale_value;                                                       \
-        if (rows > 1 && dst_stride == src_stride &&                                           \
-            dst_stride == count * (ptrdiff_t)sizeof(T)) {                                     \
-            count *= rows;                                                                    \
-            rows = 1;                                                                         \
-        }                                                                                     \
-        for (ptrdiff_t i = 0; i < rows; ++i) {                                                \
-            T *x = (T *)(void *)(dst + i * dst_stride);                                       \
-            const T *t = (const T *)(const void *)(src + i * src_stride);                     \
-            if (scale == (T)1) {                                                              \
-                name##_row(x, t, count, 0, scale);                                            \
-            } else {                                                                          \
-                name##_row(x, t, count, 1, scale);                                            \
-            }                                                                                 \
-        }                                                                                     \
-    }
+    DEFINE_ADD_KERNEL(name, T, T)
 
 DEFINE_ADD_BY_HAND(add_f32, float, add_ps, ps)
 DEFINE_ADD_BY_HAND(add_f64, double, add_pd, pd)
