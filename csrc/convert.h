@@ -21,6 +21,8 @@
  *   avx2         integer rounding                 F16C: vcvtph2ps, vcvtps2ph
  *   avx512       integer rounding                 AVX-512F: vcvtph2ps, vcvtps2ph
  *   avx512_bf16  vcvtne2ps2bf16 to narrow          AVX-512F
+ * (the rotations round their bfloat16 products by Veltkamp's split at
+ * every level, bf16_round_split)
  *
  * The same bits as float16.h for every input, but narrowing and rounding
  * may leave a NaN lane a NaN of another payload or, the hardware bfloat16
@@ -111,6 +113,15 @@ static SINPE_INLINE int vf_nan_lanes(vf a)
 static SINPE_INLINE int vf_nan_either(vf a, vf b)
 {
     return (int)_mm512_cmp_ps_mask(a, b, _CMP_UNORD_Q);
+}
+static SINPE_INLINE vf vf_or(vf a, vf b)
+{
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+}
+/* whether a lane has a bit in its low 16 */
+static SINPE_INLINE int vf_low16_any(vf a)
+{
+    return _mm512_test_epi32_mask(_mm512_castps_si512(a), _mm512_set1_epi32(0xffff)) != 0;
 }
 
 #if defined(SINPE_LOOPS_BF16)
@@ -221,6 +232,14 @@ static SINPE_INLINE int vf_nan_either(vf a, vf b)
 {
     return _mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q));
 }
+static SINPE_INLINE vf vf_or(vf a, vf b)
+{
+    return _mm256_or_ps(a, b);
+}
+static SINPE_INLINE int vf_low16_any(vf a)
+{
+    return !_mm256_testz_si256(_mm256_castps_si256(a), _mm256_set1_epi32(0xffff));
+}
 
 #define BF16_EVEN_ODD 1
 #define BF16_WIDEN_LO(v) _mm256_castsi256_ps(_mm256_slli_epi32(v, 16))
@@ -314,6 +333,15 @@ static SINPE_INLINE int vf_nan_lanes(vf a)
 static SINPE_INLINE int vf_nan_either(vf a, vf b)
 {
     return _mm_movemask_ps(_mm_cmpunord_ps(a, b));
+}
+static SINPE_INLINE vf vf_or(vf a, vf b)
+{
+    return _mm_or_ps(a, b);
+}
+static SINPE_INLINE int vf_low16_any(vf a)
+{
+    const __m128i low = _mm_and_si128(_mm_castps_si128(a), _mm_set1_epi32(0xffff));
+    return _mm_movemask_epi8(_mm_cmpeq_epi32(low, _mm_setzero_si128())) != 0xffff;
 }
 
 #define BF16_EVEN_ODD 1
@@ -449,6 +477,28 @@ static SINPE_INLINE v16f bf16_round2(v16f v, int *bad)
 static SINPE_INLINE v16f f16_round2(v16f v, int *bad)
 {
     return (v16f){f16_round(v.lo, bad), f16_round(v.hi, bad)};
+}
+
+/* v rounded to bfloat16's values by Veltkamp's split, three operations
+ * where bf16_round takes five: g = v * (2**16 + 1), g - (g - v) keeps
+ * v's 8 leading significant bits, rounded to nearest, ties to even, for
+ * every float from 2**-126 on (the sign of a zero kept too) until g
+ * overflows (from 2**128 / 65537, just under 2**112), where the result is
+ * a NaN, which the narrowing reports.
+ * A subnormal v (float16.h rounds it to a multiple of 2**-133) comes out
+ * with bits in its low 16 where it differs: they are ORed into *low, and
+ * the caller reports the vector if any is set (vf_low16_any).  A NaN stays
+ * a NaN.  scripts/convert.sh checks it for all 2**32 floats. */
+static SINPE_INLINE vf bf16_round_split(vf v, vf *low)
+{
+    const vf g = vf_mul(v, vf_set1(65537.0f));
+    const vf r = vf_sub(g, vf_sub(g, v));
+    *low = vf_or(*low, r);
+    return r;
+}
+static SINPE_INLINE v16f bf16_round2_split(v16f v, vf *low)
+{
+    return (v16f){bf16_round_split(v.lo, low), bf16_round_split(v.hi, low)};
 }
 
 #endif /* SINPE_X86_64 */

@@ -318,6 +318,7 @@ static SINPE_INLINE vdd vdd_pairs(vdd v, vdd c, vdd s)
 #define XF32_ADD vdd_add
 #define XF32_FINISH(v) vf_of_vd((v).lo, (v).hi)
 #define XF32_PUT(p, o) vf_store(p, o)
+#define XF32_LOW_BAD(low) 0
 #define XF32_PAIRS(v, c, s) XF32_FINISH(vdd_pairs(v, c, s))
 
 #define XBF16_V vdd
@@ -330,6 +331,7 @@ static SINPE_INLINE vdd vdd_pairs(vdd v, vdd c, vdd s)
 #define XBF16_ADD vdd_add
 #define XBF16_FINISH(v) seq_narrow_bf16(vf_odd_of_vd((v).lo, (v).hi), &bad)
 #define XBF16_PUT(p, o) vh_store(p, o)
+#define XBF16_LOW_BAD(low) 0
 #define XBF16_PAIRS(v, c, s) XBF16_FINISH(vdd_pairs(v, c, s))
 #define XBF16_GROUP X16_GROUP
 
@@ -343,5 +345,6 @@ static SINPE_INLINE vdd vdd_pairs(vdd v, vdd c, vdd s)
 #define XF16_ADD vdd_add
 #define XF16_FINISH(v) seq_narrow_f16(vf_odd_of_vd((v).lo, (v).hi), &bad)
 #define XF16_PUT(p, o) vh_store(p, o)
+#define XF16_LOW_BAD(low) 0
 #define XF16_PAIRS(v, c, s) XF16_FINISH(vdd_pairs(v, c, s))
 #define XF16_GROUP X16_GROUP

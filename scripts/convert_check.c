@@ -13,6 +13,9 @@
  *   round    to the format and back: the same bits for every non-NaN; a
  *            NaN stays a NaN (for bfloat16 the NaNs the loops make, whose
  *            low 16 bits are zero); a report only for a NaN or subnormal
+ *   split    the rotations' bfloat16 rounding of products (Veltkamp's
+ *            split): the same bits, or reported (bits in the low 16; a
+ *            NaN, which the narrowing reports) only where allowed
  * A reported vector's elements are each checked again alone (every lane
  * holding it), so that no element escapes because a neighbour was
  * reported.  The exact rotations' conversions (rotate_exact.h) too: their
@@ -40,6 +43,7 @@ void level_odd(const double *in, float *out, size_t n);
 void level_widen(int f16, const uint16_t *in, float *out, size_t n);
 void level_narrow(int f16, const float *in, uint16_t *out, unsigned char *bad, size_t n);
 void level_round(int f16, const float *in, float *out, unsigned char *bad, size_t n);
+void level_round_split(const float *in, float *out, unsigned char *low, size_t n);
 
 enum { CHUNK = 1 << 20 };
 
@@ -207,6 +211,65 @@ static void check_format(int f16)
     free(lanes_out);
 }
 
+/* The rotations' bfloat16 rounding of products by Veltkamp's split: for
+ * every float, the scalar's bits; or bits in the result's low 16 (the
+ * loops report the vector); or a NaN (it reaches the narrowing, which
+ * reports it): allowed only for NaNs, where v * (2**16 + 1) overflows
+ * (from 2**128 / 65537, just under 2**112) and, for the low bits,
+ * subnormals.  vf_low16_any must agree
+ * with the lanes. */
+static void check_round_split(void)
+{
+    float *in = malloc(CHUNK * sizeof *in), *out = malloc(CHUNK * sizeof *out);
+    unsigned char *low = malloc(CHUNK);
+    if (!in || !out || !low) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    long lows = 0, nans = 0;
+    for (uint64_t start = 0; start < (UINT64_C(1) << 32); start += CHUNK) {
+        for (uint32_t i = 0; i < CHUNK; ++i) {
+            in[i] = float_of((uint32_t)(start + i));
+        }
+        level_round_split(in, out, low, CHUNK);
+        for (uint32_t i = 0; i < CHUNK; ++i) {
+            const uint32_t b = bits_of(in[i]), got = bits_of(out[i]);
+            const uint32_t want = bits_of(scalar_widen(0, scalar_narrow(0, in[i])));
+            if (low[i] == 2) {
+                fail("split: vf_low16_any disagrees with the lanes", 0, b, got, want);
+            }
+            if (is_nan_bits(got)) {
+                ++nans;
+                /* v * (2**16 + 1) in double is exact; as a float it overflows */
+                if (!is_nan_bits(b) && !isinf((float)(fabs((double)in[i]) * 65537.0))) {
+                    fail("split made a NaN where it does not overflow", 0, b, got, want);
+                }
+                continue;
+            }
+            if (is_nan_bits(b)) {
+                fail("split lost a NaN", 0, b, got, want);
+                continue;
+            }
+            if (low[i]) {
+                ++lows;
+                if (!is_subnormal_bits(b)) {
+                    fail("split reported an ordinary value", 0, b, got, want);
+                }
+                continue;
+            }
+            if (got != want) {
+                fail("split", 0, b, got, want);
+            }
+        }
+    }
+    printf("  bfloat16 split rounding of 4294967296 floats: %ld subnormals reported, %ld NaNs "
+           "out\n",
+           lows, nans);
+    free(in);
+    free(out);
+    free(low);
+}
+
 /* The exact rotations' widening and narrowing in order: as check_format's,
  * a reported vector's elements again one by one. */
 static void check_sequential(int f16)
@@ -353,6 +416,7 @@ int main(int argc, char **argv)
     printf("%s (%d elements a vector)\n", name, level_lanes());
     check_format(0);
     check_format(1);
+    check_round_split();
     check_sequential(0);
     check_sequential(1);
     check_odd();

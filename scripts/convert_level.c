@@ -92,6 +92,29 @@ void level_round(int f16, const float *in, float *out, unsigned char *bad, size_
     }
 }
 
+/* n floats (a multiple of VF_LANES) rounded to bfloat16 by the rotations'
+ * split (bf16_round_split); low[i]: element i came out with bits in its
+ * low 16, which makes the loops report its vector. */
+void level_round_split(const float *in, float *out, unsigned char *low, size_t n)
+{
+    for (size_t i = 0; i < n; i += VF_LANES) {
+        vf acc = vf_set1(0.0f);
+        vf_store(out + i, bf16_round_split(vf_load(in + i), &acc));
+        for (size_t l = i; l < i + VF_LANES; ++l) {
+            uint32_t bits;
+            memcpy(&bits, &out[l], 4);
+            low[l] = (bits & 0xffffu) != 0;
+        }
+        const int any = vf_low16_any(acc);
+        int each = 0;
+        for (size_t l = i; l < i + VF_LANES; ++l) {
+            each |= low[l];
+        }
+        if (any != each) { /* vf_low16_any must see what the lanes hold */
+            low[i] = 2;
+        }
+    }
+}
 /* The exact rotations' conversions: VF_LANES elements in order. */
 void level_seq_widen(int f16, const uint16_t *in, float *out, size_t n)
 {

@@ -105,12 +105,15 @@ def outputs():
 
 # Bit patterns the 16-bit conversions treat apart: quiet and signalling NaNs of
 # both signs and payloads, infinities, zeros, the smallest and largest
-# subnormals, the largest finite values.
+# subnormals, the largest finite values; for bfloat16 also the smallest normals
+# (their products with the caches are subnormal) and 2**111, 2**112 (where the
+# rotations' split rounding of products overflows).
 SPECIAL_BITS = {
     "float16": [0x7E00, 0xFE00, 0x7C01, 0xFC01, 0x7FFF, 0x7C00, 0xFC00, 0x0000, 0x8000,
                 0x0001, 0x8001, 0x03FF, 0x83FF, 0x7BFF, 0xFBFF],
     "bfloat16": [0x7FC0, 0xFFC0, 0x7F81, 0xFF81, 0x7FFF, 0x7F80, 0xFF80, 0x0000, 0x8000,
-                 0x0001, 0x8001, 0x007F, 0x807F, 0x7F7F, 0xFF7F],
+                 0x0001, 0x8001, 0x007F, 0x807F, 0x7F7F, 0xFF7F, 0x0080, 0x8080, 0x7700,
+                 0xF780],
 }
 
 
