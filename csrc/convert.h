@@ -496,10 +496,6 @@ static SINPE_INLINE vf bf16_round_split(vf v, vf *low)
     *low = vf_or(*low, r);
     return r;
 }
-static SINPE_INLINE v16f bf16_round2_split(v16f v, vf *low)
-{
-    return (v16f){bf16_round_split(v.lo, low), bf16_round_split(v.hi, low)};
-}
 
 #endif /* SINPE_X86_64 */
 #endif /* SINPE_CONVERT_H */

@@ -55,25 +55,40 @@
 #define BF16_LANES V16_LANES
 #define BF16_LOAD(p) bf16_widen(vi_load(p))
 #define BF16_LOADC BF16_LOAD
-#define BF16_PROD(x, c) bf16_round2_split(v16_mul(x, c), &low)
+#define BF16_PROD(x, c) V16_PROD(bf16, x, c)
 #define BF16_SUB v16_sub
 #define BF16_ADD v16_add
 #define BF16_FINISH(v) bf16_narrow(v, &bad)
 #define BF16_PUT(p, o) vi_store(p, o)
 #define BF16_LOW_BAD(low) vf_low16_any(low)
-#define bf16_PRODUCT_ROUND(v) bf16_round_split(v, &low)
 #define F16_V v16f
 #define F16_OUT vi
 #define F16_LANES V16_LANES
 #define F16_LOAD(p) f16_widen(vi_load(p))
 #define F16_LOADC F16_LOAD
-#define F16_PROD(x, c) f16_round2(v16_mul(x, c), &bad)
+#define F16_PROD(x, c) V16_PROD(f16, x, c)
 #define F16_SUB v16_sub
 #define F16_ADD v16_add
 #define F16_FINISH(v) f16_narrow(v, &bad)
 #define F16_PUT(p, o) vi_store(p, o)
 #define F16_LOW_BAD(low) 0
-#define f16_PRODUCT_ROUND(v) f16_round(v, &bad)
+
+/* A product rounded to the format, one signature for both: reports into
+ * the loop's `bad` (float16's conversions) or `low` (bfloat16's split). */
+static SINPE_INLINE vf bf16_round_product(vf p, int *bad, vf *low)
+{
+    (void)bad;
+    return bf16_round_split(p, low);
+}
+static SINPE_INLINE vf f16_round_product(vf p, int *bad, vf *low)
+{
+    (void)low;
+    return f16_round(p, bad);
+}
+#define ROUND_PRODUCT(FMT, p) FMT##_round_product(p, &bad, &low)
+#define V16_PROD(FMT, x, c)                                                                   \
+    ((v16f){ROUND_PRODUCT(FMT, vf_mul((x).lo, (c).lo)),                                        \
+            ROUND_PRODUCT(FMT, vf_mul((x).hi, (c).hi))})
 
 /* A 16-bit interleaved vector's pairs.  Widened even/odd (BF16_EVEN_ODD),
  * its lo register holds each pair's first element and hi its second: the
@@ -81,13 +96,13 @@
  * holds whole pairs: products with the partner swapped in, then the first
  * of each pair subtracts and the second adds. */
 #define PAIRS_EVEN_ODD(FMT, v, c, s)                                                          \
-    FMT##_narrow((v16f){vf_sub(FMT##_PRODUCT_ROUND(vf_mul(v.lo, c.lo)),                        \
-                               FMT##_PRODUCT_ROUND(vf_mul(v.hi, s.lo))),                       \
-                        vf_add(FMT##_PRODUCT_ROUND(vf_mul(v.hi, c.hi)),                        \
-                               FMT##_PRODUCT_ROUND(vf_mul(v.lo, s.hi)))},                      \
+    FMT##_narrow((v16f){vf_sub(ROUND_PRODUCT(FMT, vf_mul(v.lo, c.lo)),                        \
+                               ROUND_PRODUCT(FMT, vf_mul(v.hi, s.lo))),                       \
+                        vf_add(ROUND_PRODUCT(FMT, vf_mul(v.hi, c.hi)),                        \
+                               ROUND_PRODUCT(FMT, vf_mul(v.lo, s.hi)))},                      \
                  &bad)
 #define PAIRS_IN_ORDER_REG(FMT, v, c, s)                                                      \
-    vf_subadd(FMT##_PRODUCT_ROUND(vf_mul(v, c)), FMT##_PRODUCT_ROUND(vf_mul(vf_swap_pairs(v), s)))
+    vf_subadd(ROUND_PRODUCT(FMT, vf_mul(v, c)), ROUND_PRODUCT(FMT, vf_mul(vf_swap_pairs(v), s)))
 #define PAIRS_IN_ORDER(FMT, v, c, s)                                                          \
     FMT##_narrow((v16f){PAIRS_IN_ORDER_REG(FMT, v.lo, c.lo, s.lo),                            \
                         PAIRS_IN_ORDER_REG(FMT, v.hi, c.hi, s.hi)},                           \
