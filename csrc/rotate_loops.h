@@ -76,7 +76,8 @@
 /* A call's rows and copies (kernels.h).  Copies one after the other, row
  * by row; with vector rows, GROUP copies at a time side by side (the heads
  * of one position: GROUP_CALL), which read each cache vector once for all
- * of them, from registers, and load all their elements before storing any.
+ * of them, from registers, and load all their elements before storing any;
+ * fewer than GROUP left, two at a time (8 heads in groups of 3: 3, 3, 2).
  * Loads first matters: the heads of (B, H, L, D) lie a multiple of 4 KB
  * apart, and a load after another head's store to the same low 12 address
  * bits waits for that store (4K aliasing; on the AMD EPYC, Zen 5, heads
@@ -98,7 +99,8 @@
         const ptrdiff_t cos_stride = r->cos_stride, sin_stride = r->sin_stride;               \
         const ptrdiff_t x_second = r->x_second, c_second = same ? 0 : r->c_second;            \
         for (ptrdiff_t h = 0; h < copies;) {                                                  \
-            const int grouped = GROUP > 1 && rows > 1 && copies - h >= GROUP;                 \
+            const ptrdiff_t left = copies - h;                                                \
+            const int group = GROUP < 2 || rows < 2 || left < 2 ? 1 : left >= GROUP ? GROUP : 2; \
             char *yrow = dst + h * dst_copy;                                                  \
             const char *xrow = in_place ? NULL : src + h * src_copy;                          \
             const char *crow = cos, *srow = sin;                                              \
@@ -107,8 +109,10 @@
                 const T *x = in_place ? NULL : (const T *)(const void *)xrow;                 \
                 const C *c = (const C *)(const void *)crow;                                   \
                 const C *s = (const C *)(const void *)srow;                                   \
-                if (grouped) {                                                                \
-                    GROUP_CALL(name, T, y, x, c, s);                                          \
+                if (group == GROUP && GROUP > 1) {                                            \
+                    GROUP_CALL(name, T, y, x, c, s, GROUP);                                   \
+                } else if (group == 2) {                                                      \
+                    GROUP_CALL(name, T, y, x, c, s, 2);                                       \
                 } else {                                                                      \
                     ROW_CALL(name, T, y, x, c, s);                                            \
                 }                                                                             \
@@ -117,7 +121,7 @@
                 crow += cos_stride;                                                           \
                 srow += sin_stride;                                                           \
             }                                                                                 \
-            h += grouped ? GROUP : 1;                                                         \
+            h += group;                                                                       \
         }                                                                                     \
         (void)x_second, (void)c_second, (void)src_copy, (void)dst_copy;                       \
     }                                                                                         \
@@ -134,7 +138,7 @@
             name##_walk(r, r->n, same, 0);                                                    \
         }                                                                                     \
     }
-#define NO_GROUP_CALL(name, T, y, x, c, s)
+#define NO_GROUP_CALL(name, T, y, x, c, s, group)
 #define SPLIT_ROW_CALL(name, T, y, x, c, s)                                                   \
     if (x == NULL) {                                                                          \
         name##_row(n, y, y + x_second, c, c + c_second, s, s + c_second);                     \

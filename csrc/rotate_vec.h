@@ -39,16 +39,20 @@
 #define F32_PAIRS(v, c, s) vf_subadd(vf_mul(v, c), vf_mul(vf_swap_pairs(v), s))
 
 /* Heads side by side: what the registers hold (16 at SSE2 and AVX2, 32 at
- * AVX-512; a 16-bit vector's values take two). */
+ * AVX-512; a 16-bit vector's values take two), as measured on Zen 5 (rope_
+ * of (1, 32, 2048, 128) against an in-place pass, one thread): at AVX2
+ * bfloat16 3 heads 1.52x, 2 heads 1.65x, 4 heads 1.73x; float16 4 heads
+ * 2.95x, 2 heads 3.3x, 8 heads 3.2x; at SSE2 float16 4 heads 5% faster than
+ * 2, bfloat16 alike at 2 and 3.  At AVX-512 8 heads of either were slower. */
 #if defined(SINPE_LOOPS_AVX512)
 #define F32_GROUP 4
-#define V16_GROUP 4
+#define BF16_GROUP 4
+#define F16_GROUP 4
 #else
 #define F32_GROUP 4
-#define V16_GROUP 2
+#define BF16_GROUP 3
+#define F16_GROUP 4
 #endif
-#define BF16_GROUP V16_GROUP
-#define F16_GROUP V16_GROUP
 
 #define BF16_V v16f
 #define BF16_OUT vi
@@ -157,14 +161,16 @@ static SINPE_INLINE vf f16_round_product(vf p, int *bad, vf *low)
             name##_pairs(j, n, ya, yb, xa, xb, ca, cb, sa, sb);                               \
         }                                                                                     \
     }
-/* GROUP heads of one position side by side: the head k's elements at
+/* `group` heads of one position side by side (a constant where the walk
+ * calls it, at most K_GROUP, so the arrays stay in registers): the head k's elements at
  * y + k * ycopy (x + k * xcopy), for each vector of columns the cache
  * loaded (and widened) once, every head's elements loaded, then rotated
  * and stored; a reported lane in any head: the vector's columns of every
  * head by the scalar rows. */
 #define ROTATE_VEC_SPLIT_GROUP(name, K, T, C)                                                    \
-    static SINPE_INLINE void name##_vgroup(ptrdiff_t n, int same, T *y, ptrdiff_t ycopy,            \
-                                     const T *x, ptrdiff_t xcopy, ptrdiff_t second,           \
+    static SINPE_INLINE void name##_vgroup(ptrdiff_t n, int group, int same, T *y,                  \
+                                     ptrdiff_t ycopy, const T *x, ptrdiff_t xcopy,            \
+                                     ptrdiff_t second,                                        \
                                      const C *ca, const C *cb, const C *sa, const C *sb)      \
     {                                                                                         \
         ptrdiff_t j = 0;                                                                      \
@@ -175,29 +181,29 @@ static SINPE_INLINE vf f16_round_product(vf p, int *bad, vf *low)
             const K##_V c2 = same ? c1 : K##_LOADC(cb + j), s2 = same ? s1 : K##_LOADC(sb + j); \
             K##_V a[K##_GROUP], b[K##_GROUP];                                                 \
             K##_OUT oa[K##_GROUP], ob[K##_GROUP];                                             \
-            for (int k = 0; k < K##_GROUP; ++k) {                                             \
+            for (int k = 0; k < group; ++k) {                                             \
                 a[k] = K##_LOAD(x + k * xcopy + j);                                           \
                 b[k] = K##_LOAD(x + k * xcopy + second + j);                                  \
             }                                                                                 \
-            for (int k = 0; k < K##_GROUP; ++k) {                                             \
+            for (int k = 0; k < group; ++k) {                                             \
                 oa[k] = K##_FINISH(K##_SUB(K##_PROD(a[k], c1), K##_PROD(b[k], s1)));          \
                 ob[k] = K##_FINISH(K##_ADD(K##_PROD(b[k], c2), K##_PROD(a[k], s2)));          \
             }                                                                                 \
             (void)bad;                                                                        \
             (void)low;                                                                        \
             if (bad || K##_LOW_BAD(low)) {                                                    \
-                for (int k = 0; k < K##_GROUP; ++k) {                                         \
+                for (int k = 0; k < group; ++k) {                                         \
                     name##_pairs(j, j + K##_LANES, y + k * ycopy, y + k * ycopy + second,     \
                                  x + k * xcopy, x + k * xcopy + second, ca, cb, sa, sb);      \
                 }                                                                             \
                 continue;                                                                     \
             }                                                                                 \
-            for (int k = 0; k < K##_GROUP; ++k) {                                             \
+            for (int k = 0; k < group; ++k) {                                             \
                 K##_PUT(y + k * ycopy + j, oa[k]);                                            \
                 K##_PUT(y + k * ycopy + second + j, ob[k]);                                   \
             }                                                                                 \
         }                                                                                     \
-        for (int k = 0; j < n && k < K##_GROUP; ++k) {                                        \
+        for (int k = 0; j < n && k < group; ++k) {                                        \
             name##_pairs(j, n, y + k * ycopy, y + k * ycopy + second, x + k * xcopy,          \
                          x + k * xcopy + second, ca, cb, sa, sb);                             \
         }                                                                                     \
@@ -211,8 +217,8 @@ static SINPE_INLINE vf f16_round_product(vf p, int *bad, vf *low)
         name##_vrow(n, same, y, y + x_second, x_, x_ + x_second, c, c + c_second, s,          \
                     s + c_second);                                                            \
     }
-#define VEC_SPLIT_GROUP_CALL(name, T, y, x, c, s)                                             \
-    name##_vgroup(n, same, y, dst_copy / (ptrdiff_t)sizeof(T), x != NULL ? x : y,             \
+#define VEC_SPLIT_GROUP_CALL(name, T, y, x, c, s, group)                                      \
+    name##_vgroup(n, group, same, y, dst_copy / (ptrdiff_t)sizeof(T), x != NULL ? x : y,             \
                   x != NULL ? src_copy / (ptrdiff_t)sizeof(T) : dst_copy / (ptrdiff_t)sizeof(T), \
                   x_second, c, c + c_second, s, s + c_second);
 
@@ -250,8 +256,8 @@ static SINPE_INLINE vf f16_round_product(vf p, int *bad, vf *low)
         }                                                                                     \
     }
 #define ROTATE_VEC_INTERLEAVED_GROUP(name, K, T, C)                                              \
-    static SINPE_INLINE void name##_vgroup(ptrdiff_t n, T *y, ptrdiff_t ycopy, const T *x,          \
-                                     ptrdiff_t xcopy, const C *c, const C *s)                 \
+    static SINPE_INLINE void name##_vgroup(ptrdiff_t n, int group, T *y, ptrdiff_t ycopy,           \
+                                     const T *x, ptrdiff_t xcopy, const C *c, const C *s)     \
     {                                                                                         \
         ptrdiff_t e = 0;                                                                      \
         for (; e + K##_LANES <= 2 * n; e += K##_LANES) {                                      \
@@ -260,32 +266,32 @@ static SINPE_INLINE vf f16_round_product(vf p, int *bad, vf *low)
             const K##_V cv = K##_LOADC(c + e), sv = K##_LOADC(s + e);                           \
             K##_V v[K##_GROUP];                                                               \
             K##_OUT o[K##_GROUP];                                                             \
-            for (int k = 0; k < K##_GROUP; ++k) {                                             \
+            for (int k = 0; k < group; ++k) {                                             \
                 v[k] = K##_LOAD(x + k * xcopy + e);                                           \
             }                                                                                 \
-            for (int k = 0; k < K##_GROUP; ++k) {                                             \
+            for (int k = 0; k < group; ++k) {                                             \
                 o[k] = K##_PAIRS(v[k], cv, sv);                                               \
             }                                                                                 \
             (void)bad;                                                                        \
             (void)low;                                                                        \
             if (bad || K##_LOW_BAD(low)) {                                                    \
-                for (int k = 0; k < K##_GROUP; ++k) {                                         \
+                for (int k = 0; k < group; ++k) {                                         \
                     name##_pairs(e / 2, (e + K##_LANES) / 2, y + k * ycopy, x + k * xcopy, c, \
                                  s);                                                          \
                 }                                                                             \
                 continue;                                                                     \
             }                                                                                 \
-            for (int k = 0; k < K##_GROUP; ++k) {                                             \
+            for (int k = 0; k < group; ++k) {                                             \
                 K##_PUT(y + k * ycopy + e, o[k]);                                             \
             }                                                                                 \
         }                                                                                     \
-        for (int k = 0; e < 2 * n && k < K##_GROUP; ++k) {                                    \
+        for (int k = 0; e < 2 * n && k < group; ++k) {                                    \
             name##_pairs(e / 2, n, y + k * ycopy, x + k * xcopy, c, s);                       \
         }                                                                                     \
     }
 #define VEC_INTERLEAVED_ROW_CALL(name, T, y, x, c, s) name##_vrow(n, y, x != NULL ? x : y, c, s);
-#define VEC_INTERLEAVED_GROUP_CALL(name, T, y, x, c, s)                                       \
-    name##_vgroup(n, y, dst_copy / (ptrdiff_t)sizeof(T), x != NULL ? x : y,                   \
+#define VEC_INTERLEAVED_GROUP_CALL(name, T, y, x, c, s, group)                                \
+    name##_vgroup(n, group, y, dst_copy / (ptrdiff_t)sizeof(T), x != NULL ? x : y,                   \
                   x != NULL ? src_copy / (ptrdiff_t)sizeof(T) : dst_copy / (ptrdiff_t)sizeof(T), \
                   c, s);
 
