@@ -655,7 +655,8 @@ static PyMethodDef core_methods[] = {
     {"_apply_rotary", (PyCFunction)(void (*)(void))sinpe_py_apply_rotary, METH_FASTCALL,
      "_apply_rotary(q_out, q, k_out, k, cos, sin, unsqueeze_dim, layout, /)\n--\n\n"
      "sinpe.torch.apply_rotary_pos_emb's decoding step on tensors' memory (private): True "
-     "once written, False (nothing written) where HF's expression must decide."},
+     "once written, False (nothing written) where HF's expression must decide; an output "
+     "may be given by its address alone (a new contiguous tensor of its source's shape)."},
     {"set_num_threads", set_num_threads, METH_O, set_num_threads_doc},
     {"get_num_threads", get_num_threads, METH_NOARGS, get_num_threads_doc},
     {"clear_cache", clear_cache, METH_NOARGS, clear_cache_doc},

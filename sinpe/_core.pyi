@@ -196,7 +196,8 @@ def _rotate_by(
 ) -> _ArrayT | _Memory: ...
 # apply_rotary_pos_emb's decoding step: q and k rotated by cos and sin unsqueezed at
 # unsqueeze_dim, in one call; False (nothing written) where HF's expression decides.
-def _apply_rotary(q_out: _Memory, q: _Memory, k_out: _Memory | None, k: _Memory | None,
+# An output as an int: the address of a new contiguous tensor of its source's shape.
+def _apply_rotary(q_out: int | _Memory, q: _Memory, k_out: int | _Memory | None, k: _Memory | None,
                   cos: _Memory, sin: _Memory, unsqueeze_dim: int, layout: int, /) -> bool: ...
 def encode_grid(
     shape: Sequence[int],

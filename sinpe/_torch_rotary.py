@@ -578,10 +578,9 @@ def _apply_by_kernel(q: torch.Tensor, k: Optional[torch.Tensor], cos: torch.Tens
             return None
         q_out = _empty_like(q, memory_format=_CONTIGUOUS)
         k_out = None if k is None else _empty_like(k, memory_format=_CONTIGUOUS)
-        done = sinpe._core._apply_rotary(
-            (q_out.data_ptr(), q_out.shape, q_out.stride(), code),
-            (q.data_ptr(), q.shape, q.stride(), code),
-            None if k_out is None else (k_out.data_ptr(), k_out.shape, k_out.stride(), code),
+        done = sinpe._core._apply_rotary(  # the outputs by address: new, contiguous, q's shape
+            q_out.data_ptr(), (q.data_ptr(), q.shape, q.stride(), code),
+            None if k_out is None else k_out.data_ptr(),
             None if k is None else (k.data_ptr(), k.shape, k.stride(), code),
             (cos.data_ptr(), cos.shape, cos.stride(), code),
             (sin.data_ptr(), sin.shape, sin.stride(), code), unsqueeze_dim, _CONCATENATED)

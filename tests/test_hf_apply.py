@@ -214,3 +214,24 @@ def test_the_kernel_writes_every_form_in_the_layouts_models_use(name, form, widt
     sin = torch.randn(2, length, width, generator=g).to(dtype)
     results = form(q, k, cos, sin)
     assert len(calls) == len(results)
+
+
+def test_an_output_by_address_whose_size_would_overflow_is_declined():
+    """The decoding step passes its new outputs by address alone, shaped as
+    their sources; a source claiming more elements than memory has (only a
+    caller of the private binding can) is declined, nothing written, as every
+    other case the kernel does not take."""
+    from sinpe import _core
+
+    code = st._DTYPE_CODES[torch.float32]
+    cos, sin = (torch.randn(1, 1, 8) for _ in range(2))
+    out = torch.zeros(1, 1, 1, 8)
+    huge = (out.data_ptr(), (2**40, 2**40, 1, 8), (2**40 * 8, 8, 8, 1), code)
+    memory = lambda t: (t.data_ptr(), t.shape, t.stride(), code)  # noqa: E731
+    assert _core._apply_rotary(out.data_ptr(), huge, None, None, memory(cos), memory(sin), 1,
+                               1) is False
+    assert not out.any()
+    q = torch.randn(1, 1, 1, 8)
+    assert _core._apply_rotary(out.data_ptr(), memory(q), None, None, memory(cos), memory(sin),
+                               1, 1) is True
+    assert torch.equal(out, st.apply_rotary_pos_emb(q, None, cos, sin)[0])
