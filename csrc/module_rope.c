@@ -366,15 +366,14 @@ static int contiguous_like(PyObject *address_obj, const sinpe_target *source, si
     }
     const int n = source->array.ndim;
     ptrdiff_t step = (ptrdiff_t)sinpe_itemsize(source->array.dtype);
-    for (int i = n - 1; i >= 0; --i) {
+    for (int i = n - 1; i >= 0; --i) { /* torch's strides: a zero length steps as one */
         const ptrdiff_t length = source->shape[i];
-        if (length > 0 && step > PTRDIFF_MAX / length) {
+        out->shape[i] = length;
+        out->strides[i] = step;
+        if (sinpe_mul_overflow_ptrdiff(step, length > 0 ? length : 1, &step)) {
             PyErr_SetString(PyExc_ValueError, "tensor: too large");
             return -1;
         }
-        out->shape[i] = length;
-        out->strides[i] = step;
-        step *= length > 0 ? length : 1;
     }
     out->array = (sinpe_array){data, source->array.dtype, 0, n, out->shape, out->strides};
     out->scalar_type = NULL;

@@ -234,4 +234,4 @@ def test_an_output_by_address_whose_size_would_overflow_is_declined():
     q = torch.randn(1, 1, 1, 8)
     assert _core._apply_rotary(out.data_ptr(), memory(q), None, None, memory(cos), memory(sin),
                                1, 1) is True
-    assert torch.equal(out, st.apply_rotary_pos_emb(q, None, cos, sin)[0])
+    assert torch.equal(out, modeling("llama").apply_rotary_pos_emb(q, q, cos, sin, 1)[0])
