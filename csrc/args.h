@@ -130,6 +130,10 @@ int sinpe_writable_arg(PyObject *obj, const char *name, sinpe_target *target);
  * rule. */
 int sinpe_tensor_arg(PyObject *address_obj, PyObject *shape_obj, PyObject *strides_obj,
                      PyObject *dtype_obj, const char *name, int writing, sinpe_target *target);
+/* The rest of a tensor's target once its shape and strides (in bytes) are
+ * in target->shape/strides: the memory at address_obj, ndim axes, dtype,
+ * torch's scalar rule. */
+int sinpe_tensor_memory(PyObject *address_obj, sinpe_dtype dtype, int ndim, sinpe_target *target);
 /* An array sinpe only reads (a rotation's source and given caches): a
  * supported dtype, any strides; fills the target (shape and strides copied,
  * as sinpe_writable_arg's). */

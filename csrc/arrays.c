@@ -192,6 +192,18 @@ int sinpe_readable_arg(PyObject *obj, const char *name, sinpe_target *target)
     return array_target(obj, name, target, 0);
 }
 
+int sinpe_tensor_memory(PyObject *address_obj, sinpe_dtype dtype, int ndim, sinpe_target *target)
+{
+    char *data = PyLong_AsVoidPtr(address_obj);
+    if (data == NULL && PyErr_Occurred()) {
+        return -1;
+    }
+    target->array = (sinpe_array){data, dtype, 0, ndim, target->shape, target->strides};
+    target->scalar_type = NULL;
+    target->torch_scalar = 1;
+    return 0;
+}
+
 int sinpe_tensor_arg(PyObject *address_obj, PyObject *shape_obj, PyObject *strides_obj,
                      PyObject *dtype_obj, const char *name, int writing, sinpe_target *target)
 {
@@ -221,14 +233,9 @@ int sinpe_tensor_arg(PyObject *address_obj, PyObject *shape_obj, PyObject *strid
         target->shape[i] = length;
         target->strides[i] = stride * itemsize;
     }
-    char *data = PyLong_AsVoidPtr(address_obj);
-    if (data == NULL && PyErr_Occurred()) {
+    if (sinpe_tensor_memory(address_obj, (sinpe_dtype)dtype, ndim, target) < 0) {
         return -1;
     }
-    target->array = (sinpe_array){data, (sinpe_dtype)dtype, 0, ndim, target->shape,
-                                  target->strides};
-    target->scalar_type = NULL;
-    target->torch_scalar = 1;
     if (writing && !elements_are_distinct(&target->array, itemsize)) {
         PyErr_Format(PyExc_ValueError,
                      "%s has elements that share memory (a zero or overlapping stride, as from "

@@ -340,17 +340,34 @@ static int unsqueezed(sinpe_target *t, long long dim)
     return 0;
 }
 
+/* The strides in bytes torch gives a new tensor of a's shape (a zero
+ * length steps as one) into strides; -1 where the tensor's size would
+ * overflow (no such tensor exists). */
+static int new_tensor_strides(const sinpe_array *a, ptrdiff_t *strides)
+{
+    ptrdiff_t step = (ptrdiff_t)sinpe_itemsize(a->dtype);
+    for (int i = a->ndim - 1; i >= 0; --i) {
+        strides[i] = step;
+        if (sinpe_mul_overflow_ptrdiff(step, a->shape[i] > 0 ? a->shape[i] : 1, &step)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Whether a view has the strides a new tensor of its shape has (HF's
  * rotary modules make their caches so; other strides change the strides
  * torch's elementwise ops give their results, which HF's bits include). */
 static int default_strides(const sinpe_array *a)
 {
-    ptrdiff_t step = (ptrdiff_t)sinpe_itemsize(a->dtype);
-    for (int i = a->ndim - 1; i >= 0; --i) {
-        if (a->strides[i] != step) {
+    ptrdiff_t strides[SINPE_MAX_DIMS];
+    if (new_tensor_strides(a, strides) < 0) {
+        return 0;
+    }
+    for (int i = 0; i < a->ndim; ++i) {
+        if (a->strides[i] != strides[i]) {
             return 0;
         }
-        step *= a->shape[i];
     }
     return 1;
 }
@@ -360,25 +377,15 @@ static int default_strides(const sinpe_array *a)
  * strides a decoding step then does not gather in Python (0.3 us). */
 static int contiguous_like(PyObject *address_obj, const sinpe_target *source, sinpe_target *out)
 {
-    char *data = PyLong_AsVoidPtr(address_obj);
-    if (data == NULL && PyErr_Occurred()) {
+    const int n = source->array.ndim;
+    if (new_tensor_strides(&source->array, out->strides) < 0) {
+        PyErr_SetString(PyExc_ValueError, "tensor: too large");
         return -1;
     }
-    const int n = source->array.ndim;
-    ptrdiff_t step = (ptrdiff_t)sinpe_itemsize(source->array.dtype);
-    for (int i = n - 1; i >= 0; --i) { /* torch's strides: a zero length steps as one */
-        const ptrdiff_t length = source->shape[i];
-        out->shape[i] = length;
-        out->strides[i] = step;
-        if (sinpe_mul_overflow_ptrdiff(step, length > 0 ? length : 1, &step)) {
-            PyErr_SetString(PyExc_ValueError, "tensor: too large");
-            return -1;
-        }
+    for (int i = 0; i < n; ++i) {
+        out->shape[i] = source->shape[i];
     }
-    out->array = (sinpe_array){data, source->array.dtype, 0, n, out->shape, out->strides};
-    out->scalar_type = NULL;
-    out->torch_scalar = 1;
-    return 0;
+    return sinpe_tensor_memory(address_obj, source->array.dtype, n, out);
 }
 
 /* _apply_rotary(q_out, q, k_out, k, cos, sin, unsqueeze_dim, layout, /):

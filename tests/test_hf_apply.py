@@ -235,3 +235,18 @@ def test_an_output_by_address_whose_size_would_overflow_is_declined():
     assert _core._apply_rotary(out.data_ptr(), memory(q), None, None, memory(cos), memory(sin),
                                1, 1) is True
     assert torch.equal(out, modeling("llama").apply_rotary_pos_emb(q, q, cos, sin, 1)[0])
+
+
+def test_caches_whose_size_would_overflow_are_declined():
+    """The caches must have a new tensor's strides; a cache claiming more
+    elements than memory has (only a caller of the private binding can) is
+    declined, nothing written, its strides compared without overflowing."""
+    from sinpe import _core
+
+    code = st._DTYPE_CODES[torch.float32]
+    memory = lambda t: (t.data_ptr(), t.shape, t.stride(), code)  # noqa: E731
+    cos = torch.randn(1, 1, 8)
+    huge = (cos.data_ptr(), (2**40, 2**40, 8), (2**40 * 8, 8, 1), code)
+    q, out = torch.randn(1, 1, 1, 8), torch.zeros(1, 1, 1, 8)
+    assert _core._apply_rotary(out.data_ptr(), memory(q), None, None, huge, huge, 1, 1) is False
+    assert not out.any()
