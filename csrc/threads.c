@@ -507,14 +507,14 @@ static backoff_t team_backoff = {SINPE_ATOMIC_INIT(0), SINPE_ATOMIC_INIT(0)};
 static sinpe_atomic team_credit = SINPE_ATOMIC_INIT(0); /* microseconds */
 static sinpe_atomic team_call_was_long = SINPE_ATOMIC_INIT(0); /* TEAM_STALL_NS / 4 or more */
 
-/* A team call from `start` to `end`: its caller spent `cpu` ns on its core,
- * ran `mine` of the `ran` chunks until `done`; `late`: a member started
- * late. */
-static void judge_team_call(int64_t start, int64_t done, int64_t end, int64_t cpu,
+/* A team call from `start` to `end`: its caller spent `off_core` ns off its
+ * core, ran `mine` of the `ran` chunks until `done`; `late`: a member
+ * started late. */
+static void judge_team_call(int64_t start, int64_t done, int64_t end, int64_t off_core,
                             ptrdiff_t late, ptrdiff_t mine, ptrdiff_t ran)
 {
     const double over = time_over_alone(start, done, end, mine, ran);
-    if (late || (end - start) - cpu > TEAM_STALL_NS || over > TEAM_STALL_NS) {
+    if (late || off_core > TEAM_STALL_NS || over > TEAM_STALL_NS) {
         back_off(&team_backoff, TEAM_MIN_US, TEAM_MAX_US, 4, end);
         sinpe_atomic_store(&team_credit, 0);
         return;
@@ -615,7 +615,8 @@ static int run_on_team(const openmp_t *team, job_t *job, caller_t *caller, int t
     sinpe_atomic_store(&pool.busy, 0);
     const int64_t end = sinpe_now_ns();
     sinpe_atomic_store(&team_call_was_long, end - start >= TEAM_STALL_NS / 4);
-    judge_team_call(start, caller->done, end, timed ? sinpe_thread_cpu_ns() - cpu : end - start,
+    const int64_t off_core = timed ? (end - start) - (sinpe_thread_cpu_ns() - cpu) : 0;
+    judge_team_call(start, caller->done, end, off_core,
                     sinpe_atomic_load(&call.late), caller->mine, chunks_taken(job));
     return 1;
 }
