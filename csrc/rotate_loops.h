@@ -43,7 +43,7 @@
             ROTATE_PAIR(ya[j], yb[j], a, b, ca[j], cb[j], sa[j], sb[j], PRODUCT, SUM, STORE); \
         }                                                                                     \
     }                                                                                         \
-    static inline void name##_row_from(ptrdiff_t n, T *restrict ya, T *restrict yb,          \
+    static inline void name##_row_from(ptrdiff_t n, T *restrict ya, T *restrict yb,           \
                                        const T *restrict xa, const T *restrict xb,            \
                                        const C *restrict ca, const C *restrict cb,            \
                                        const C *restrict sa, const C *restrict sb)            \
@@ -89,9 +89,9 @@
     static SINPE_INLINE void name##_walk(const sinpe_rotate_args *r, ptrdiff_t n, int same,   \
                                    int in_place)                                              \
     {                                                                                         \
-        /* in locals: the vector stores may alias anything, *r included */                  \
+        /* in locals: the vector stores may alias anything, *r included */                    \
         char *const dst = r->dst;                                                             \
-        const char *const src = in_place ? NULL : r->src, *const cos = r->cos;               \
+        const char *const src = in_place ? NULL : r->src, *const cos = r->cos;                \
         const char *const sin = r->sin;                                                       \
         const ptrdiff_t rows = r->rows, copies = r->copies;                                   \
         const ptrdiff_t dst_stride = r->dst_stride, dst_copy = r->dst_copy;                   \
@@ -100,7 +100,8 @@
         const ptrdiff_t x_second = r->x_second, c_second = same ? 0 : r->c_second;            \
         for (ptrdiff_t h = 0; h < copies;) {                                                  \
             const ptrdiff_t left = copies - h;                                                \
-            const int group = GROUP < 2 || rows < 2 || left < 2 ? 1 : left >= GROUP ? GROUP : 2; \
+            const int group =                                                                 \
+                GROUP < 2 || rows < 2 || left < 2 ? 1 : left >= GROUP ? GROUP : 2;            \
             char *yrow = dst + h * dst_copy;                                                  \
             const char *xrow = in_place ? NULL : src + h * src_copy;                          \
             const char *crow = cos, *srow = sin;                                              \

@@ -91,7 +91,7 @@ static SINPE_INLINE vf f16_round_product(vf p, int *bad, vf *low)
 }
 #define ROUND_PRODUCT(FMT, p) FMT##_round_product(p, &bad, &low)
 #define V16_PROD(FMT, x, c)                                                                   \
-    ((v16f){ROUND_PRODUCT(FMT, vf_mul((x).lo, (c).lo)),                                        \
+    ((v16f){ROUND_PRODUCT(FMT, vf_mul((x).lo, (c).lo)),                                       \
             ROUND_PRODUCT(FMT, vf_mul((x).hi, (c).hi))})
 
 /* A 16-bit interleaved vector's pairs.  Widened even/odd (BF16_EVEN_ODD),
@@ -122,7 +122,7 @@ static SINPE_INLINE vf f16_round_product(vf p, int *bad, vf *low)
  * cosines ca, cb and sines sa, sb; `same`: cb is ca and sb is sa (a
  * rotation's own tile), each loaded once.  Scalar pairs [from, to) by the
  * scalar rows (in place or from a source, as their restrict wants). */
-#define ROTATE_VEC_SPLIT(name, K, T, C)                                                          \
+#define ROTATE_VEC_SPLIT(name, K, T, C)                                                       \
     static inline void name##_pairs(ptrdiff_t from, ptrdiff_t to, T *ya, T *yb, const T *xa,  \
                                     const T *xb, const C *ca, const C *cb, const C *sa,       \
                                     const C *sb)                                              \
@@ -135,7 +135,7 @@ static SINPE_INLINE vf f16_round_product(vf p, int *bad, vf *low)
                             cb + from, sa + from, sb + from);                                 \
         }                                                                                     \
     }                                                                                         \
-    static SINPE_INLINE void name##_vrow(ptrdiff_t n, int same, T *ya, T *yb, const T *xa,          \
+    static SINPE_INLINE void name##_vrow(ptrdiff_t n, int same, T *ya, T *yb, const T *xa,    \
                                    const T *xb, const C *ca, const C *cb, const C *sa,        \
                                    const C *sb)                                               \
     {                                                                                         \
@@ -144,7 +144,7 @@ static SINPE_INLINE vf f16_round_product(vf p, int *bad, vf *low)
             int bad = 0;                                                                      \
             vf low = vf_set1(0.0f);                                                           \
             const K##_V a = K##_LOAD(xa + j), b = K##_LOAD(xb + j);                           \
-            const K##_V c1 = K##_LOADC(ca + j), s1 = K##_LOADC(sa + j);                         \
+            const K##_V c1 = K##_LOADC(ca + j), s1 = K##_LOADC(sa + j);                       \
             const K##_V c2 = same ? c1 : K##_LOADC(cb + j), s2 = same ? s1 : K##_LOADC(sb + j); \
             const K##_OUT oa = K##_FINISH(K##_SUB(K##_PROD(a, c1), K##_PROD(b, s1)));         \
             const K##_OUT ob = K##_FINISH(K##_ADD(K##_PROD(b, c2), K##_PROD(a, s2)));         \
@@ -167,8 +167,8 @@ static SINPE_INLINE vf f16_round_product(vf p, int *bad, vf *low)
  * loaded (and widened) once, every head's elements loaded, then rotated
  * and stored; a reported lane in any head: the vector's columns of every
  * head by the scalar rows. */
-#define ROTATE_VEC_SPLIT_GROUP(name, K, T, C)                                                    \
-    static SINPE_INLINE void name##_vgroup(ptrdiff_t n, int group, int same, T *y,                  \
+#define ROTATE_VEC_SPLIT_GROUP(name, K, T, C)                                                 \
+    static SINPE_INLINE void name##_vgroup(ptrdiff_t n, int group, int same, T *y,            \
                                      ptrdiff_t ycopy, const T *x, ptrdiff_t xcopy,            \
                                      ptrdiff_t second,                                        \
                                      const C *ca, const C *cb, const C *sa, const C *sb)      \
@@ -177,33 +177,33 @@ static SINPE_INLINE vf f16_round_product(vf p, int *bad, vf *low)
         for (; j + K##_LANES <= n; j += K##_LANES) {                                          \
             int bad = 0;                                                                      \
             vf low = vf_set1(0.0f);                                                           \
-            const K##_V c1 = K##_LOADC(ca + j), s1 = K##_LOADC(sa + j);                         \
+            const K##_V c1 = K##_LOADC(ca + j), s1 = K##_LOADC(sa + j);                       \
             const K##_V c2 = same ? c1 : K##_LOADC(cb + j), s2 = same ? s1 : K##_LOADC(sb + j); \
             K##_V a[K##_GROUP], b[K##_GROUP];                                                 \
             K##_OUT oa[K##_GROUP], ob[K##_GROUP];                                             \
-            for (int k = 0; k < group; ++k) {                                             \
+            for (int k = 0; k < group; ++k) {                                                 \
                 a[k] = K##_LOAD(x + k * xcopy + j);                                           \
                 b[k] = K##_LOAD(x + k * xcopy + second + j);                                  \
             }                                                                                 \
-            for (int k = 0; k < group; ++k) {                                             \
+            for (int k = 0; k < group; ++k) {                                                 \
                 oa[k] = K##_FINISH(K##_SUB(K##_PROD(a[k], c1), K##_PROD(b[k], s1)));          \
                 ob[k] = K##_FINISH(K##_ADD(K##_PROD(b[k], c2), K##_PROD(a[k], s2)));          \
             }                                                                                 \
             (void)bad;                                                                        \
             (void)low;                                                                        \
             if (bad || K##_LOW_BAD(low)) {                                                    \
-                for (int k = 0; k < group; ++k) {                                         \
+                for (int k = 0; k < group; ++k) {                                             \
                     name##_pairs(j, j + K##_LANES, y + k * ycopy, y + k * ycopy + second,     \
                                  x + k * xcopy, x + k * xcopy + second, ca, cb, sa, sb);      \
                 }                                                                             \
                 continue;                                                                     \
             }                                                                                 \
-            for (int k = 0; k < group; ++k) {                                             \
+            for (int k = 0; k < group; ++k) {                                                 \
                 K##_PUT(y + k * ycopy + j, oa[k]);                                            \
                 K##_PUT(y + k * ycopy + second + j, ob[k]);                                   \
             }                                                                                 \
         }                                                                                     \
-        for (int k = 0; j < n && k < group; ++k) {                                        \
+        for (int k = 0; j < n && k < group; ++k) {                                            \
             name##_pairs(j, n, y + k * ycopy, y + k * ycopy + second, x + k * xcopy,          \
                          x + k * xcopy + second, ca, cb, sa, sb);                             \
         }                                                                                     \
@@ -218,13 +218,13 @@ static SINPE_INLINE vf f16_round_product(vf p, int *bad, vf *low)
                     s + c_second);                                                            \
     }
 #define VEC_SPLIT_GROUP_CALL(name, T, y, x, c, s, group)                                      \
-    name##_vgroup(n, group, same, y, dst_copy / (ptrdiff_t)sizeof(T), x != NULL ? x : y,             \
+    name##_vgroup(n, group, same, y, dst_copy / (ptrdiff_t)sizeof(T), x != NULL ? x : y,      \
                   x != NULL ? src_copy / (ptrdiff_t)sizeof(T) : dst_copy / (ptrdiff_t)sizeof(T), \
                   x_second, c, c + c_second, s, s + c_second);
 
 /* Interleaved rows: the 2n elements of y from x (x == y in place), K_LANES
  * elements (whole pairs) a vector. */
-#define ROTATE_VEC_INTERLEAVED(name, K, T, C)                                                    \
+#define ROTATE_VEC_INTERLEAVED(name, K, T, C)                                                 \
     static inline void name##_pairs(ptrdiff_t from, ptrdiff_t to, T *y, const T *x,           \
                                     const C *c, const C *s)                                   \
     {                                                                                         \
@@ -241,7 +241,7 @@ static SINPE_INLINE vf f16_round_product(vf p, int *bad, vf *low)
         for (; e + K##_LANES <= 2 * n; e += K##_LANES) {                                      \
             int bad = 0;                                                                      \
             vf low = vf_set1(0.0f);                                                           \
-            const K##_V v = K##_LOAD(x + e), cv = K##_LOADC(c + e), sv = K##_LOADC(s + e);      \
+            const K##_V v = K##_LOAD(x + e), cv = K##_LOADC(c + e), sv = K##_LOADC(s + e);    \
             const K##_OUT o = K##_PAIRS(v, cv, sv);                                           \
             (void)bad;                                                                        \
             (void)low;                                                                        \
@@ -255,43 +255,43 @@ static SINPE_INLINE vf f16_round_product(vf p, int *bad, vf *low)
             name##_pairs(e / 2, n, y, x, c, s);                                               \
         }                                                                                     \
     }
-#define ROTATE_VEC_INTERLEAVED_GROUP(name, K, T, C)                                              \
-    static SINPE_INLINE void name##_vgroup(ptrdiff_t n, int group, T *y, ptrdiff_t ycopy,           \
+#define ROTATE_VEC_INTERLEAVED_GROUP(name, K, T, C)                                           \
+    static SINPE_INLINE void name##_vgroup(ptrdiff_t n, int group, T *y, ptrdiff_t ycopy,     \
                                      const T *x, ptrdiff_t xcopy, const C *c, const C *s)     \
     {                                                                                         \
         ptrdiff_t e = 0;                                                                      \
         for (; e + K##_LANES <= 2 * n; e += K##_LANES) {                                      \
             int bad = 0;                                                                      \
             vf low = vf_set1(0.0f);                                                           \
-            const K##_V cv = K##_LOADC(c + e), sv = K##_LOADC(s + e);                           \
+            const K##_V cv = K##_LOADC(c + e), sv = K##_LOADC(s + e);                         \
             K##_V v[K##_GROUP];                                                               \
             K##_OUT o[K##_GROUP];                                                             \
-            for (int k = 0; k < group; ++k) {                                             \
+            for (int k = 0; k < group; ++k) {                                                 \
                 v[k] = K##_LOAD(x + k * xcopy + e);                                           \
             }                                                                                 \
-            for (int k = 0; k < group; ++k) {                                             \
+            for (int k = 0; k < group; ++k) {                                                 \
                 o[k] = K##_PAIRS(v[k], cv, sv);                                               \
             }                                                                                 \
             (void)bad;                                                                        \
             (void)low;                                                                        \
             if (bad || K##_LOW_BAD(low)) {                                                    \
-                for (int k = 0; k < group; ++k) {                                         \
+                for (int k = 0; k < group; ++k) {                                             \
                     name##_pairs(e / 2, (e + K##_LANES) / 2, y + k * ycopy, x + k * xcopy, c, \
                                  s);                                                          \
                 }                                                                             \
                 continue;                                                                     \
             }                                                                                 \
-            for (int k = 0; k < group; ++k) {                                             \
+            for (int k = 0; k < group; ++k) {                                                 \
                 K##_PUT(y + k * ycopy + e, o[k]);                                             \
             }                                                                                 \
         }                                                                                     \
-        for (int k = 0; e < 2 * n && k < group; ++k) {                                    \
+        for (int k = 0; e < 2 * n && k < group; ++k) {                                        \
             name##_pairs(e / 2, n, y + k * ycopy, x + k * xcopy, c, s);                       \
         }                                                                                     \
     }
 #define VEC_INTERLEAVED_ROW_CALL(name, T, y, x, c, s) name##_vrow(n, y, x != NULL ? x : y, c, s);
 #define VEC_INTERLEAVED_GROUP_CALL(name, T, y, x, c, s, group)                                \
-    name##_vgroup(n, group, y, dst_copy / (ptrdiff_t)sizeof(T), x != NULL ? x : y,                   \
+    name##_vgroup(n, group, y, dst_copy / (ptrdiff_t)sizeof(T), x != NULL ? x : y,            \
                   x != NULL ? src_copy / (ptrdiff_t)sizeof(T) : dst_copy / (ptrdiff_t)sizeof(T), \
                   c, s);
 
