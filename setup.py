@@ -1,5 +1,5 @@
 """Builds the sinpe._core extension; metadata lives in pyproject.toml."""
-from glob import glob
+from pathlib import Path
 
 import numpy
 from setuptools import Extension, setup
@@ -7,7 +7,7 @@ from setuptools.command.build_ext import build_ext
 
 # Portable flags only: a wheel must run on any x86-64/aarch64, so no
 # -march=native; the SIMD loops are compiled per level and chosen at run time
-# (csrc/loops_*.c, csrc/dispatch.c).  No contraction of a*b+c into an FMA
+# (csrc/kernels/levels/*.c, csrc/kernels/dispatch.c).  No contraction of a*b+c into an FMA
 # (-ffp-contract=off, MSVC's /fp:precise), so every path gives the same bits.
 FLAGS = {
     "unix": ["-O3", "-std=c11", "-ffp-contract=off", "-fno-math-errno"],
@@ -17,8 +17,9 @@ FLAGS = {
 # GCC and Clang get a level file's instructions from its pragmas; MSVC has
 # no such pragma and needs the flag on the file.
 LEVEL_FLAGS = {
-    "msvc": {"csrc/loops_avx2.c": ["/arch:AVX2"], "csrc/loops_avx512.c": ["/arch:AVX512"],
-             "csrc/loops_avx512_bf16.c": ["/arch:AVX512"]},
+    "msvc": {"csrc/kernels/levels/avx2.c": ["/arch:AVX2"],
+             "csrc/kernels/levels/avx512.c": ["/arch:AVX512"],
+             "csrc/kernels/levels/avx512_bf16.c": ["/arch:AVX512"]},
 }
 
 
@@ -41,11 +42,16 @@ class BuildExt(build_ext):
         super().build_extension(ext)
 
 
+def tree(pattern):
+    """The files of csrc/ and its folders, as forward-slash paths on every OS."""
+    return sorted(path.as_posix() for path in Path("csrc").rglob(pattern))
+
+
 core = Extension(
     "sinpe._core",
-    sources=sorted(glob("csrc/*.c")),
+    sources=tree("*.c"),
     # headers too, so that changing one rebuilds the files that include it
-    depends=sorted(glob("csrc/*.h")),
+    depends=tree("*.h"),
     include_dirs=["csrc", numpy.get_include()],
     define_macros=[("NPY_TARGET_VERSION", "NPY_1_23_API_VERSION")],
 )

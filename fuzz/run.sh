@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the fuzz target with the C kernels (csrc/ without the CPython
-# binding) under AddressSanitizer, UndefinedBehaviorSanitizer and
+# Builds the fuzz target with the C library (csrc/ without the CPython
+# binding's csrc/python/: scripts/library.sh) under AddressSanitizer, UndefinedBehaviorSanitizer and
 # LeakSanitizer, with the release build's flags, and runs it:
 #   kernels   fuzz/fuzz_kernels.c   sinpe_run (sinpe.h), every knob of the plan: tables, adds,
 #                                   RoPE caches, grids, positions, padding, frequencies,
@@ -35,11 +35,9 @@ done
 share=$(( seconds / ${#targets[@]} ))
 [ "$share" -ge 1 ] || share=1
 
-sources=()
-for source in "$root"/csrc/*.c; do
-  # the CPython binding's files (args.h's users) need Python.h: not the library
-  grep -q '^#include "args.h"' "$source" || sources+=("$source")
-done
+# shellcheck source=scripts/library.sh
+. "$root/scripts/library.sh"
+mapfile -t sources < <(library_sources "$root")
 # setup.py's flags (the code paths that ship), plus the sanitizers and -g.
 flags=(-O3 -std=c11 -ffp-contract=off -fno-math-errno -g -fno-omit-frame-pointer
        -fsanitize=address,undefined -fno-sanitize-recover=all -pthread -I"$root/csrc")
@@ -79,7 +77,11 @@ else
   kernel_flags=()
   target_flags=(-DSINPE_FUZZ_MAIN)
 fi
-(cd "$objects" && "$cc" "${flags[@]}" ${kernel_flags[@]+"${kernel_flags[@]}"} -c "${sources[@]}")
+# one object per source, named by its path under csrc/ (two folders may hold a file of one name)
+for source in "${sources[@]}"; do
+  object=${source#"$root/csrc/"}
+  "$cc" "${flags[@]}" ${kernel_flags[@]+"${kernel_flags[@]}"} -c "$source" -o "$objects/${object//\//_}.o"
+done
 
 run_target() {
   local target=$1

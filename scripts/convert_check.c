@@ -26,7 +26,7 @@
  * for doubles past the float range and the specials.  Run by scripts/convert.sh; prints counts, exits 1 on any
  * mismatch.
  */
-#include "platform.h"
+#include "core/platform.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "float16.h"
+#include "core/float16.h"
 
 int level_lanes(void);
 void level_seq_widen(int f16, const uint16_t *in, float *out, size_t n);

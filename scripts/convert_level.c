@@ -6,15 +6,15 @@
  * its loops file defines (SINPE_LOOPS_AVX, SINPE_LOOPS_AVX512,
  * SINPE_LOOPS_BF16; none: the baseline).
  */
-#include "platform.h"
+#include "core/platform.h"
 
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "convert.h"
+#include "kernels/convert.h"
 #define SINPE_LOOPS unused /* rotate_exact.h is a part of the loops */
-#include "rotate_exact.h"
+#include "kernels/rotate_exact.h"
 
 #define PAIR (2 * VF_LANES) /* the elements of one vi */
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The same output bits on every platform: builds the C library (csrc/
-# without the CPython binding) and scripts/platforms_check.c with the
+# without the CPython binding's csrc/python/: scripts/library.sh) and scripts/platforms_check.c with the
 # release flags for every toolchain this Debian machine has, runs each
 # build, and holds its hash lines against the native gcc build's:
 #
@@ -70,11 +70,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-sources=()
-for source in "$root"/csrc/*.c; do
-  # the CPython binding's files (args.h's users) need Python.h: not the library
-  grep -q '^#include "args.h"' "$source" || sources+=("$source")
-done
+# shellcheck source=scripts/library.sh
+. "$root/scripts/library.sh"
+mapfile -t sources < <(library_sources "$root")
 flags=(-O3 -std=c11 -ffp-contract=off -fno-math-errno -I"$root/csrc")
 
 # name: compiler, its own flags, the command that runs a binary (empty: itself)
