@@ -18,7 +18,7 @@
  * (multiprocessing, DataLoader workers) starts a fresh pool instead of
  * waiting for ghosts.
  *
- * Or another runtime's threads (sinpe_share_openmp): see "An OpenMP
+ * Or another runtime's threads (sinpe_threads_share_openmp): see "An OpenMP
  * runtime's team" below.
  */
 #include "core/platform.h"
@@ -304,7 +304,7 @@ static struct {
     sinpe_atomic current;            /* the openmp_t shared, or 0 */
 } openmp = {SINPE_MUTEX_INIT, {{NULL, NULL}}, 0, SINPE_ATOMIC_INIT(0)};
 
-int sinpe_share_openmp(const char *library)
+int sinpe_threads_share_openmp(const char *library)
 {
     if (library == NULL) {
         sinpe_atomic_store(&openmp.current, 0);
@@ -335,7 +335,7 @@ int sinpe_share_openmp(const char *library)
     return status;
 }
 
-int sinpe_sharing_openmp(void)
+int sinpe_threads_sharing_openmp(void)
 {
     return sinpe_atomic_load(&openmp.current) != 0;
 }

@@ -31,6 +31,11 @@ int sinpe_run_chunks(ptrdiff_t chunks, int threads, sinpe_chunk_fn fn, void *con
 int sinpe_threads_get(void);
 void sinpe_threads_set(int threads);
 
+/* Large calls on a loaded OpenMP runtime's threads (sinpe.h's
+ * sinpe_share_openmp, sinpe_sharing_openmp). */
+int sinpe_threads_share_openmp(const char *library);
+int sinpe_threads_sharing_openmp(void);
+
 /* Registers the fork handlers (once per process, where fork exists): every
  * lock sinpe holds is taken around fork() and the pool is forgotten in the
  * child, whose helper threads no longer exist.  Cheap after the first call. */

@@ -1,15 +1,16 @@
 /*
- * Internal: a rotation's tile of RoPE cache rows, per worker and frequency
- * tile: rotate.c makes it and rotates rows by it; sections.c merges the
- * rows of several positions from it.  Not public API.
+ * A rotation's tile of RoPE cache rows, per worker and frequency tile
+ * (exec/rot_tile.c): exec/rotate.c makes it and rotates rows by it;
+ * exec/sections.c merges the rows of several positions from it, and
+ * plan/rotation.c fills a kept table through it.  Not public API.
  */
-#ifndef SINPE_ROT_TILE_H
-#define SINPE_ROT_TILE_H
+#ifndef SINPE_EXEC_ROT_TILE_H
+#define SINPE_EXEC_ROT_TILE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "plan/plan.h"
+#include "exec/work.h"
 
 /* A worker's tile for frequencies [k0, k0 + count): row i holds the cos
  * row, then the sin row, of one position, `cols` elements each: split, one
@@ -55,4 +56,4 @@ void sinpe_rot_tile_rotate(const plan_t *plan, const group_t *g, const rot_tile_
                            ptrdiff_t dst_stride, const char *src, ptrdiff_t src_stride,
                            sinpe_rotate_shape shape);
 
-#endif /* SINPE_ROT_TILE_H */
+#endif /* SINPE_EXEC_ROT_TILE_H */

@@ -42,17 +42,17 @@ static int best_level(void)
     return best;
 }
 
-int sinpe_simd_available(int level)
+int sinpe_dispatch_available(int level)
 {
     return level >= 0 && level < SINPE_SIMD_LEVELS && ((cpu_levels() >> level) & 1u);
 }
 
-const char *sinpe_simd_name(int level)
+const char *sinpe_dispatch_name(int level)
 {
     return level >= 0 && level < SINPE_SIMD_LEVELS ? level_names[level] : NULL;
 }
 
-int sinpe_simd_select(const char *name)
+int sinpe_dispatch_select(const char *name)
 {
     int level = best_level(), status = SINPE_OK;
     if (name != NULL && name[0] != '\0') {
@@ -60,7 +60,7 @@ int sinpe_simd_select(const char *name)
         for (int i = 0; i < SINPE_SIMD_LEVELS; ++i) {
             named = strcmp(name, level_names[i]) == 0 ? i : named;
         }
-        if (sinpe_simd_available(named)) {
+        if (sinpe_dispatch_available(named)) {
             level = named;
         } else {
             status = SINPE_ERR_INVALID;
@@ -70,11 +70,11 @@ int sinpe_simd_select(const char *name)
     return status;
 }
 
-int sinpe_simd_level(void)
+int sinpe_dispatch_level(void)
 {
     ptrdiff_t level = sinpe_atomic_load(&chosen);
     if (level < 0) {
-        (void)sinpe_simd_select(getenv("SINPE_SIMD"));
+        (void)sinpe_dispatch_select(getenv("SINPE_SIMD"));
         level = sinpe_atomic_load(&chosen);
     }
     return (int)level;
@@ -91,7 +91,7 @@ const sinpe_kernels *sinpe_kernels_active(void)
         &sinpe_loops_avx512, /* never chosen: the level is not offered */
 #endif
     };
-    return loops[sinpe_simd_level()];
+    return loops[sinpe_dispatch_level()];
 #else
     return &sinpe_loops_baseline;
 #endif

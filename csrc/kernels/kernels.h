@@ -108,6 +108,21 @@ typedef struct {
 /* The loops of the level in use (dispatch.c). */
 const sinpe_kernels *sinpe_kernels_active(void);
 
+/* The SIMD levels (sinpe.h's sinpe_simd_select, _level, _available, _name). */
+int sinpe_dispatch_select(const char *level);
+int sinpe_dispatch_level(void);
+int sinpe_dispatch_available(int level);
+const char *sinpe_dispatch_name(int level);
+
+/* sin_out[k], cos_out[k] = sin, cos of position * freq[k], k < count, by
+ * the level in use's loop: a block's anchors (position p0), a table's step
+ * rows (position r). */
+static inline void sinpe_sincos_row(const double *freq, double position, ptrdiff_t count,
+                                    double *sin_out, double *cos_out)
+{
+    sinpe_kernels_active()->sincos(freq, position, count, sin_out, cos_out);
+}
+
 extern const sinpe_kernels sinpe_loops_baseline;
 #if defined(SINPE_X86_64)
 extern const sinpe_kernels sinpe_loops_avx2;

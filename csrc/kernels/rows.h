@@ -20,6 +20,13 @@ typedef struct {
     int streaming;        /* store around the caches (tables far larger than them) */
 } sinpe_row_format;
 
+/* The elements of a view's rows: dtype, byte order, column stride. */
+static inline sinpe_row_format sinpe_row_format_of(const sinpe_array *a)
+{
+    const sinpe_row_format fmt = {a->dtype, a->byteswapped != 0, a->strides[a->ndim - 1], 0};
+    return fmt;
+}
+
 /* What one target receives from a run of `count` frequencies j, at columns
  * counted from its row pointer:
  *  - SINPE_PAIRS_TABLE: the sine and the cosine of frequency j;

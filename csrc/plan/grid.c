@@ -1,17 +1,18 @@
 /*
- * A grid's share of the plan (sinpe.h's split and order; plan.h's bands
- * cut): its checks, and its cut into bands of whole rows, assembled from
- * per-group tiles when the rows are plain (run.c runs them).  Everything
- * else of the call is plan.c's.
+ * A grid's share of the plan (sinpe.h's split and order; exec/work.h's
+ * bands cut): its checks, and its cut into bands of whole rows, assembled
+ * from per-group tiles when the rows are plain (exec/bands.c runs them).
+ * Everything else of the call is plan/plan.c's.
  */
 #include "core/platform.h"
-
-#include "core/elements.h"
-#include "plan/plan.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/elements.h"
+#include "plan/cut.h"
+#include "plan/grid.h"
 
 /* A grid's band of whole rows, written by every axis while it is cached:
  * a quarter of L2 (1 MB bands ran 1.18x encode's time for (8, 32, 32) x
@@ -73,7 +74,7 @@ static void cut_bands(plan_t *plan, const sinpe_array *out, double row_bytes, do
     plan->cancel_period = count_in(ceil(CANCEL_BYTES / (band_bytes + 1.0)), 1000000000);
 }
 
-/* Bands whose rows are assembled from per-group tiles (run.c): one target
+/* Bands whose rows are assembled from per-group tiles (exec/bands.c): one target
  * of plain elements (native order, contiguous columns) and one frequency
  * tile per group.  A group's tile holds the rows of the positions a band
  * can need: one (its axis before the band's), the span, or its whole axis
@@ -124,8 +125,14 @@ static int plan_assembly(plan_t *plan, const sinpe_array *out)
     return SINPE_OK;
 }
 
-int sinpe_plan_cut_bands(plan_t *plan, const sinpe_array *out, double row_bytes, double rows)
+int sinpe_plan_cut_grid(plan_t *plan, const sinpe_array *out, ptrdiff_t rows)
 {
-    cut_bands(plan, out, row_bytes, rows);
-    return plan_assembly(plan, out);
+    const double row_bytes = sinpe_plan_row_bytes(plan);
+    plan->threads = sinpe_plan_threads(row_bytes * (double)rows);
+    sinpe_plan_tile_freqs(plan);
+    cut_bands(plan, out, row_bytes, (double)rows);
+    if (plan_assembly(plan, out) != SINPE_OK) {
+        return SINPE_ERR_NOMEM;
+    }
+    return sinpe_plan_alloc_scratch(plan, 0);
 }

@@ -1,21 +1,23 @@
 /*
- * A rotation's share of the plan (sinpe.h's rotate; plan.h): its checks
- * (the views it reads besides out must not overlap it, its columns and
- * values) and its cut, whose chunks rotate.c runs.  Everything else of the
- * call (views, positions, frequencies, threads) is plan.c's, as for every
- * other action.
+ * A rotation's share of the plan (sinpe.h's rotate; exec/work.h): its
+ * checks (the views it reads besides out must not overlap it, its columns
+ * and values), its cut, whose chunks exec/rotate.c runs, and its kept tile
+ * rows.  Everything else of the call (views, positions, frequencies) is
+ * plan/plan.c's, as for every other action.
  */
 #include "core/platform.h"
-
-#include "core/elements.h"
-#include "plan/plan.h"
-#include "core/threads.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
-/* A rotation's tile of cos and sin cache rows per worker (rotate.c), at
+#include "core/elements.h"
+#include "core/row_cache.h"
+#include "exec/rot_tile.h"
+#include "plan/cut.h"
+#include "plan/rotation.h"
+
+/* A rotation's tile of cos and sin cache rows per worker (exec/rot_tile.h), at
  * most: each copy of its positions (a head) is rotated whole, in address
  * order, while the tile stays in L2.  On the AMD EPYC (Zen 4, 1 MB of L2 a
  * core), rope_ of (1, 32, 2048, 128) float32 on one thread took 2.7x an
@@ -139,8 +141,8 @@ static void cut_given_rows(plan_t *plan, const sinpe_plan *p, const sinpe_array 
     plan->cut = CUT_ROWS;
     rot->cos = p->cos_cache->data;
     rot->sin = p->sin_cache->data;
-    rot->cos_fmt = row_format_of(p->cos_cache);
-    rot->sin_fmt = row_format_of(p->sin_cache);
+    rot->cos_fmt = sinpe_row_format_of(p->cos_cache);
+    rot->sin_fmt = sinpe_row_format_of(p->sin_cache);
     rot->rows = rows;
     /* axes of length 1 left out: a decoding step's (B, H, 1, D) is then one
      * run of H rows along the heads (one loop call), not H runs of one */
@@ -167,7 +169,7 @@ static void cut_given_rows(plan_t *plan, const sinpe_plan *p, const sinpe_array 
  * rows of up to tile_rows positions (ROTATE_TILE_BYTES, or what the call
  * can use: a small call allocates little), plus a spare row (one per
  * section); staged tiles have float64 rows beside them; with sections, the
- * merged rows of a window follow (sections.c; caches with sections use
+ * merged rows of a window follow (exec/sections.c; caches with sections use
  * this tile and cut too).  Range positions are cut in spans of whole
  * blocks, at most a thread's share of them, so that each span's rows are
  * made once and each copy is rotated a span at a time in address order;
@@ -178,7 +180,7 @@ int sinpe_plan_cut_rotation(plan_t *plan, const sinpe_plan *p, const sinpe_array
 {
     rotation_t *rot = &plan->rot;
     const double row_bytes = (double)plan->d * (double)sinpe_itemsize(out->dtype);
-    plan->threads = row_bytes * (double)rows < PARALLEL_MIN_BYTES ? 1 : sinpe_threads_get();
+    plan->threads = sinpe_plan_threads(row_bytes * (double)rows);
     plan->cancel_period = 1; /* rotations take no cancel callback */
     if (p->cos_cache != NULL) {
         cut_given_rows(plan, p, out, row_bytes, rows);
@@ -187,7 +189,7 @@ int sinpe_plan_cut_rotation(plan_t *plan, const sinpe_plan *p, const sinpe_array
     group_t *g = &plan->groups[0];
     plan->tile_freqs = min_ptrdiff(g->nfreq, SINPE_TILE_FREQS);
     const size_t tile_item = sinpe_itemsize(rot->tile_dtype);
-    const double per_freq = rot->interleaved ? 4.0 : 2.0; /* rotate.c's tile_layout */
+    const double per_freq = rot->interleaved ? 4.0 : 2.0; /* exec/rot_tile.c's layout */
     const double cache_row = per_freq * (double)plan->tile_freqs * (double)tile_item;
     const double stage_row = rot->staged ? per_freq * (double)plan->tile_freqs * 8.0 : 0.0;
     const ptrdiff_t needed = g->axis >= 0 ? g->outer_count + SINPE_BLOCK_ROWS
@@ -238,3 +240,34 @@ int sinpe_plan_cut_rotation(plan_t *plan, const sinpe_plan *p, const sinpe_array
     return sinpe_plan_alloc_scratch(plan, 1);
 }
 
+/* ------------------------------------------------------------------ */
+/* A rotation at range positions with one frequency tile: its tile rows
+ * from the cache of made tables (core/row_cache.h), made now into the cache's
+ * memory, a tile's rows at a time through worker 0's tile (its float64
+ * stage), when asked for again.  Nothing here can fail the call: without
+ * them each chunk makes its rows.  Not for explicit frequencies (the key
+ * cannot name them) nor sections (their rows are merged per window). */
+void sinpe_plan_rotation_made_rows(plan_t *plan, const sinpe_plan *p)
+{
+    const group_t *g = &plan->groups[0];
+    if (plan->cut != CUT_SPANS || plan->sections.count > 0 || p->freq != NULL ||
+        g->table == NULL || g->ntiles != 1) {
+        return;
+    }
+    const rotation_t *rot = &plan->rot;
+    rot_tile_t t;
+    sinpe_rot_tile_layout(plan, g, 0, 0, &t);
+    const sinpe_rows_key key = {p->schedule, p->n, 2 * t.cols, p->layout, t.fmt.dtype,
+                                1, rot->inverse, rot->scale};
+    int fresh;
+    sinpe_rows *rows = sinpe_rows_find_or_new(&key, g->offset, g->outer_count, &fresh);
+    for (ptrdiff_t done = 0; fresh && done < g->outer_count; done += plan->tile_rows) {
+        t.data = rows->data + done * t.row_bytes; /* the worker's stage stays its own */
+        sinpe_rot_tile_fill(plan, g, 0, 0, &t, 0, 1, g->offset + done,
+                            min_ptrdiff(plan->tile_rows, g->outer_count - done), 0.0);
+    }
+    if (fresh) {
+        sinpe_rows_keep(rows);
+    }
+    plan->made = rows;
+}
