@@ -1,6 +1,7 @@
 /*
- * The call layer: sinpe.h's functions, the one entry below the CPython
- * binding (and the C API's users: fuzz/, scripts/platforms_check.c).  A
+ * The call layer: sinpe.h's functions, and call.h's for the binding's
+ * private ones, the one entry below the CPython binding (and the C API's
+ * users: fuzz/, scripts/platforms_check.c).  A
  * call is made into a plan (plan/), run on the threads and freed; the
  * threads (core/threads.h), the caches and the SIMD level (kernels/) are
  * set here too, so that everything sinpe.h promises is kept in one file
@@ -8,9 +9,14 @@
  */
 #include "core/platform.h"
 
+#include <string.h>
+
+#include "call.h"
 #include "core/row_cache.h"
+#include "core/table.h"
 #include "core/threads.h"
 #include "kernels/kernels.h"
+#include "plan/frequencies.h"
 #include "plan/plan.h"
 #include "sinpe.h"
 
@@ -73,4 +79,21 @@ int sinpe_simd_available(int level)
 const char *sinpe_simd_name(int level)
 {
     return sinpe_dispatch_name(level);
+}
+
+int sinpe_schedule_frequencies(double n, ptrdiff_t d, sinpe_schedule schedule, double *freq)
+{
+    const int paper = schedule == SINPE_PAPER;
+    sinpe_table *table = paper ? sinpe_frequencies_paper(n, d) : sinpe_frequencies_fairseq(n, d);
+    if (table == NULL) {
+        return SINPE_ERR_NOMEM;
+    }
+    memcpy(freq, table->freq, (size_t)(paper ? (d + 1) / 2 : d / 2) * sizeof(double));
+    sinpe_table_release(table);
+    return SINPE_OK;
+}
+
+void sinpe_kept_tables(int *tables, size_t *bytes)
+{
+    sinpe_rows_stats(tables, bytes);
 }

@@ -1,6 +1,9 @@
 /*
- * Tables of the value generator (see table.h): frequencies, step rows,
- * anchors, and the cache that makes small calls cheap.
+ * Tables of the value generator (core/table.h): their memory, the cache
+ * that makes small calls cheap, and the anchors a table keeps.  What goes
+ * into a table (correctly rounded frequencies, step rows) is made above,
+ * by the SIMD level's loops (plan/frequencies.c); here only memory and
+ * locks.
  *
  * Why a cache: a small call such as encode(16, 64) must finish in about a
  * microsecond, but its frequencies need d/2 correctly rounded pows (pow.h,
@@ -11,30 +14,28 @@
  */
 #include "core/platform.h"
 
-#include "kernels/kernels.h"
-#include "core/table.h"
-#include "core/threads.h"
-
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/table.h"
+#include "core/threads.h"
 
 /* The cache keeps at most CACHE_SLOTS tables and CACHE_BYTES in all (a
  * table of d = 4096 is 1 MB), least recently used out first. */
 #define CACHE_BYTES ((size_t)8 << 20)
 #define CACHE_SLOTS 8
 
-enum { TABLE_OTHER, TABLE_PAPER, TABLE_FAIRSEQ };
-
-static int is_wide(ptrdiff_t nfreq)
+/* The cache's lock is taken around fork() (core/threads.h): registered
+ * before any table, and so the lock, is used. */
+static void fork_hooks_once(void)
 {
-    return nfreq > SINPE_TABLE_MAX_STEP_FREQS;
+    sinpe_threads_once();
 }
 
-/* One allocation: header, freq, then step_c and step_s unless wide.  NULL
- * on overflow or OOM. */
-static sinpe_table *table_alloc(ptrdiff_t nfreq)
+/* One allocation: header, freq, then step_c and step_s unless wide. */
+sinpe_table *sinpe_table_alloc(ptrdiff_t nfreq)
 {
+    fork_hooks_once();
     if (nfreq < 1 || (size_t)nfreq > (SIZE_MAX - sizeof(sinpe_table)) / sizeof(double)) {
         return NULL;
     }
@@ -42,7 +43,7 @@ static sinpe_table *table_alloc(ptrdiff_t nfreq)
      * rows, then the kept anchors */
     const size_t doubles =
         (size_t)nfreq *
-        (is_wide(nfreq) ? 1 : 1 + 2 * SINPE_BLOCK_ROWS + 2 * SINPE_KEPT_ANCHORS);
+        (sinpe_table_is_wide(nfreq) ? 1 : 1 + 2 * SINPE_BLOCK_ROWS + 2 * SINPE_KEPT_ANCHORS);
     const size_t bytes = sizeof(sinpe_table) + doubles * sizeof(double);
     sinpe_table *table = malloc(bytes);
     if (table == NULL) {
@@ -51,10 +52,10 @@ static sinpe_table *table_alloc(ptrdiff_t nfreq)
     double *freq = (double *)(table + 1);
     table->nfreq = nfreq;
     table->freq = freq;
-    table->step_c = is_wide(nfreq) ? NULL : freq + nfreq;
-    table->step_s = is_wide(nfreq) ? NULL : table->step_c + (size_t)SINPE_BLOCK_ROWS * nfreq;
+    table->step_c = sinpe_table_is_wide(nfreq) ? NULL : freq + nfreq;
+    table->step_s = sinpe_table_is_wide(nfreq) ? NULL : table->step_c + (size_t)SINPE_BLOCK_ROWS * nfreq;
     for (int i = 0; i < SINPE_KEPT_ANCHORS; ++i) {
-        double *kept = is_wide(nfreq) ? NULL
+        double *kept = sinpe_table_is_wide(nfreq) ? NULL
                                       : (double *)table->step_s +
                                             (size_t)(SINPE_BLOCK_ROWS + 2 * i) * nfreq;
         table->kept[i] = (sinpe_anchors){SINPE_NO_BLOCK, 0, kept, kept != NULL ? kept + nfreq : NULL};
@@ -62,38 +63,11 @@ static sinpe_table *table_alloc(ptrdiff_t nfreq)
     table->bytes = bytes;
     table->refs = 1;
     table->cached = 0;
-    table->key_kind = TABLE_OTHER;
+    table->key_kind = SINPE_TABLE_OTHER;
     table->key_n = 0.0;
     table->key_d = 0;
     table->last_use = 0;
     return table;
-}
-
-/* Step row r of frequencies freq[0 .. count): cos and sin of r * freq[k]. */
-static void fill_step_row(const double *freq, ptrdiff_t count, int r, double *c, double *s)
-{
-    sinpe_kernels_active()->sincos(freq, (double)r, count, s, c);
-}
-
-/* Once the frequencies are in: their largest (for the calls' angle check,
- * NaN when one is negative or NaN) and the step rows. */
-static void finish_table(sinpe_table *table)
-{
-    const ptrdiff_t nfreq = table->nfreq;
-    double most = 0.0;
-    for (ptrdiff_t k = 0; k < nfreq; ++k) {
-        const double w = table->freq[k];
-        if (!(w >= 0.0)) { /* negative or NaN */
-            most = NAN;
-            break;
-        }
-        most = w > most ? w : most;
-    }
-    table->max_freq = most;
-    for (int r = 0; table->step_c != NULL && r < SINPE_BLOCK_ROWS; ++r) {
-        fill_step_row(table->freq, nfreq, r, (double *)table->step_c + r * nfreq,
-                      (double *)table->step_s + r * nfreq);
-    }
 }
 
 uint32_t sinpe_residues(int64_t first, int64_t count)
@@ -106,92 +80,6 @@ uint32_t sinpe_residues(int64_t first, int64_t count)
         mask |= 1u << (p - sinpe_block_start(p));
     }
     return mask;
-}
-
-sinpe_steps sinpe_steps_for(const sinpe_table *table, ptrdiff_t k0, ptrdiff_t k1,
-                            uint32_t residues, double *buffer)
-{
-    sinpe_steps steps;
-    if (table->step_c != NULL) {
-        steps.c = table->step_c + k0;
-        steps.s = table->step_s + k0;
-        steps.stride = table->nfreq;
-        return steps;
-    }
-    const ptrdiff_t stride = k1 - k0;
-    double *c = buffer;
-    double *s = buffer + SINPE_BLOCK_ROWS * stride;
-    for (int r = 0; r < SINPE_BLOCK_ROWS; ++r) {
-        if (residues & (1u << r)) {
-            fill_step_row(table->freq + k0, stride, r, c + r * stride, s + r * stride);
-        }
-    }
-    steps.c = c;
-    steps.s = s;
-    steps.stride = stride;
-    return steps;
-}
-
-sinpe_table *sinpe_table_from_freq(const double *freq, ptrdiff_t nfreq)
-{
-    sinpe_table *table = table_alloc(nfreq);
-    if (table == NULL) {
-        return NULL;
-    }
-    memcpy((double *)table->freq, freq, (size_t)nfreq * sizeof(double));
-    finish_table(table);
-    return table;
-}
-
-/* freq[k] = n**e for k < nfreq, e = -(step * k) / divisor (the schedules'
- * exponents: step * k is exact, one rounding in the division), correctly
- * rounded: the fast pass for all, then the accurate pass for the few
- * (about 1 in 700) that the fast pass could not round surely and left
- * negative. */
-static void fill_powers(double n, double step, double divisor, double *freq, ptrdiff_t nfreq)
-{
-    const sinpe_pow_base base = sinpe_pow_prepare(n);
-    const ptrdiff_t chunk = (ptrdiff_t)1 << 20;
-    for (ptrdiff_t k0 = 0; k0 < nfreq; k0 += chunk) {
-        const int count = (int)(nfreq - k0 < chunk ? nfreq - k0 : chunk);
-        sinpe_kernels_active()->powers(base, step, divisor, k0, count, freq + k0);
-    }
-    for (ptrdiff_t k = 0; k < nfreq; ++k) {
-        if (freq[k] < 0.0) {
-            freq[k] = sinpe_pow_accurate(&base, -(step * (double)k) / divisor);
-        }
-    }
-}
-
-static sinpe_table *build_standard(double n, ptrdiff_t d)
-{
-    const ptrdiff_t nfreq = d / 2 + d % 2; /* an odd d ends with a lone sine */
-    sinpe_table *table = table_alloc(nfreq);
-    if (table == NULL) {
-        return NULL;
-    }
-    fill_powers(n, 2.0, (double)d, (double *)table->freq, nfreq);
-    finish_table(table);
-    table->key_kind = TABLE_PAPER;
-    table->key_n = n;
-    table->key_d = d;
-    return table;
-}
-
-static sinpe_table *build_fairseq(double n, ptrdiff_t d)
-{
-    const ptrdiff_t nfreq = d / 2;
-    sinpe_table *table = table_alloc(nfreq);
-    if (table == NULL) {
-        return NULL;
-    }
-    const double denominator = nfreq - 1 > 1 ? (double)(nfreq - 1) : 1.0;
-    fill_powers(n, 1.0, denominator, (double *)table->freq, nfreq);
-    finish_table(table);
-    table->key_kind = TABLE_FAIRSEQ;
-    table->key_n = n;
-    table->key_d = d;
-    return table;
 }
 
 /* ------------------------------------------------------------------ */
@@ -253,7 +141,7 @@ static void insert(sinpe_table *table)
     }
 }
 
-static sinpe_table *lookup(int kind, double n, ptrdiff_t d)
+sinpe_table *sinpe_table_lookup(int kind, double n, ptrdiff_t d)
 {
     sinpe_table *found = NULL;
     sinpe_mutex_lock(&cache_lock);
@@ -269,27 +157,12 @@ static sinpe_table *lookup(int kind, double n, ptrdiff_t d)
     return found;
 }
 
-static sinpe_table *build(int kind, double n, ptrdiff_t d)
+sinpe_table *sinpe_table_keep(sinpe_table *built)
 {
-    return kind == TABLE_PAPER ? build_standard(n, d) : build_fairseq(n, d);
-}
-
-static sinpe_table *cached(int kind, double n, ptrdiff_t d)
-{
-    if (is_wide(kind == TABLE_PAPER ? d / 2 + d % 2 : d / 2)) {
-        return build(kind, n, d);
-    }
-    sinpe_threads_once();
-    sinpe_table *table = lookup(kind, n, d);
-    if (table != NULL) {
-        return table;
-    }
-    /* Built outside the lock: another thread may build the same table
-     * meanwhile; the first one inserted wins and the other is dropped. */
-    sinpe_table *built = build(kind, n, d);
-    if (built == NULL) {
-        return NULL;
-    }
+    const int kind = built->key_kind;
+    const double n = built->key_n;
+    const ptrdiff_t d = built->key_d;
+    sinpe_table *table = NULL;
     sinpe_mutex_lock(&cache_lock);
     for (int i = 0; i < CACHE_SLOTS; ++i) {
         if (cache[i] != NULL && same_key(cache[i], kind, n, d)) {
@@ -309,16 +182,6 @@ static sinpe_table *cached(int kind, double n, ptrdiff_t d)
         table_free(built);
     }
     return table;
-}
-
-sinpe_table *sinpe_table_standard(double n, ptrdiff_t d)
-{
-    return cached(TABLE_PAPER, n, d);
-}
-
-sinpe_table *sinpe_table_fairseq(double n, ptrdiff_t d)
-{
-    return cached(TABLE_FAIRSEQ, n, d);
 }
 
 void sinpe_table_release(sinpe_table *table)
@@ -349,8 +212,9 @@ void sinpe_table_cache_clear(void)
 
 /* Kept anchors: found and counted under the cache's lock (shared by every
  * table: held for a few instructions), made outside it. */
-const sinpe_anchors *sinpe_anchors_hold(sinpe_table *table, int64_t p0)
+sinpe_anchors *sinpe_anchors_claim(sinpe_table *table, int64_t p0, int *make)
 {
+    *make = 0;
     if (table->kept[0].sin == NULL) {
         return NULL;
     }
@@ -369,16 +233,18 @@ const sinpe_anchors *sinpe_anchors_hold(sinpe_table *table, int64_t p0)
         slot->refs++;
         if (found == NULL) {
             slot->p0 = SINPE_NO_BLOCK; /* no one else takes it, or reads it, meanwhile */
+            *make = 1;
         }
     }
     sinpe_mutex_unlock(&cache_lock);
-    if (slot != NULL && found == NULL) {
-        sinpe_anchor_sincos(table, p0, 0, table->nfreq, slot->sin, slot->cos);
-        sinpe_mutex_lock(&cache_lock);
-        slot->p0 = p0;
-        sinpe_mutex_unlock(&cache_lock);
-    }
     return slot;
+}
+
+void sinpe_anchors_made(sinpe_anchors *anchors, int64_t p0)
+{
+    sinpe_mutex_lock(&cache_lock);
+    anchors->p0 = p0;
+    sinpe_mutex_unlock(&cache_lock);
 }
 
 void sinpe_anchors_release(const sinpe_anchors *anchors)
@@ -400,13 +266,4 @@ void sinpe_table_cache_prefork(void)
 void sinpe_table_cache_postfork(void)
 {
     sinpe_mutex_unlock(&cache_lock);
-}
-
-/* ------------------------------------------------------------------ */
-/* Anchors and values. */
-
-void sinpe_anchor_sincos(const sinpe_table *table, int64_t p0, ptrdiff_t k0, ptrdiff_t k1,
-                         double *sin_out, double *cos_out)
-{
-    sinpe_kernels_active()->sincos(table->freq + k0, (double)p0, k1 - k0, sin_out, cos_out);
 }

@@ -1,11 +1,13 @@
 /*
- * Internal: the value generator that every table shares.  Not public API.
+ * The value generator that every table shares, and the tables it reads.
+ * Not public API.
  *
  * A table holds frequencies freq[0 .. nfreq) and their step rows.  Values
  * come from block rotation with exact restarts: positions are grouped in
  * blocks of SINPE_BLOCK_ROWS aligned to absolute multiples of it,
  * p = p0 + r, and with the anchors s0 = sin(p0 w), c0 = cos(p0 w)
- * (sinpe_anchor_sincos, per block) and the steps C = cos(r w), S = sin(r w)
+ * (made per block by the SIMD level's sincos loop) and the steps
+ * C = cos(r w), S = sin(r w)
  * (in the table, one row per r):
  *
  *     sin(p w) = s0 * C + c0 * S          (sinpe_sin_value)
@@ -20,11 +22,14 @@
  * SIMD width, and c0 * C - s0 * S is bit for bit c0 * C + (-s0) * S), so
  * float16/float32 outputs are the rounding of the float64 output.
  *
- * What callers choose: the frequencies (sinpe_table_standard(n, d), the
- * paper's n**(-2k/d), cached; sinpe_table_fairseq; sinpe_table_from_freq for
+ * What callers choose: the frequencies (plan/frequencies.h: the paper's
+ * n**(-2k/d) or fairseq's schedule, correctly rounded and cached here, or
  * any array), which columns receive the sine and the cosine (the row
- * writers, rows.h), and the positions: any p whose block start p0 has
- * |p0 * freq[k]| <= SINPE_SINCOS_MAX_ANGLE (2**26).
+ * writers, kernels/rows.h), and the positions: any p whose block start p0
+ * has |p0 * freq[k]| <= SINPE_SINCOS_MAX_ANGLE (2**26).
+ *
+ * Here: a table's memory, its cache (core/table.c) and the anchors it
+ * keeps; what goes into it is made above the kernels, which compute it.
  */
 #ifndef SINPE_TABLE_H
 #define SINPE_TABLE_H
@@ -36,7 +41,7 @@
 
 /* Tables with more frequencies than this are "wide": their step rows
  * (32 * nfreq * 16 bytes) are not kept but built per frequency tile into the
- * caller's buffer (sinpe_steps_for), so encode(1, 2**24) needs memory in
+ * caller's buffer (exec/walk.h's steps_of), so encode(1, 2**24) needs memory in
  * proportion to its output, not gigabytes of step rows. */
 #define SINPE_TABLE_MAX_STEP_FREQS 2048
 
@@ -62,10 +67,10 @@ struct sinpe_table {
     const double *step_c;
     const double *step_s;
     sinpe_anchors kept[SINPE_KEPT_ANCHORS]; /* none (NULL arrays) if wide */
-    /* bookkeeping, private to table.c */
+    /* bookkeeping: the cache's (core/table.c), and the key its maker sets */
     size_t bytes;
     int refs, cached;
-    int key_kind; /* what key_n, key_d built: TABLE_PAPER or TABLE_FAIRSEQ (table.c) */
+    int key_kind; /* what key_n, key_d built: SINPE_TABLE_PAPER or _FAIRSEQ */
     double key_n;
     ptrdiff_t key_d;
     uint64_t last_use;
@@ -101,20 +106,26 @@ static inline int64_t sinpe_block_start(int64_t p)
     return rem < 0 ? p - rem - SINPE_BLOCK_ROWS : p - rem;
 }
 
-/* The paper's frequencies n**(-2k/d), k < ceil(d/2): for the double
- * e = -(2k)/d, the correctly rounded n**e (pow.h), the same bits on every
- * platform.  Shared through a small thread-safe cache unless wide.  NULL
- * when out of memory.  Release with sinpe_table_release. */
-sinpe_table *sinpe_table_standard(double n, ptrdiff_t d);
+static inline int sinpe_table_is_wide(ptrdiff_t nfreq)
+{
+    return nfreq > SINPE_TABLE_MAX_STEP_FREQS;
+}
 
-/* fairseq / tensor2tensor / Whisper frequencies n**(-k / max(d/2 - 1, 1)),
- * k < d/2 (d >= 2): log-spaced from 1 down to exactly 1/n; t2t's max(., 1)
- * defines d = 2, 3.  Correctly rounded and cached as the paper's are. */
-sinpe_table *sinpe_table_fairseq(double n, ptrdiff_t d);
+/* What a table's frequencies are, for the cache's key. */
+enum { SINPE_TABLE_OTHER, SINPE_TABLE_PAPER, SINPE_TABLE_FAIRSEQ };
 
-/* A table for any frequencies (copied), never cached.  NULL when out of
- * memory. */
-sinpe_table *sinpe_table_from_freq(const double *freq, ptrdiff_t nfreq);
+/* A table of nfreq frequencies, uninitialised but for its bookkeeping (one
+ * reference, no key); NULL on overflow or when out of memory.  Whoever
+ * makes it fills freq, max_freq and (unless wide) the step rows. */
+sinpe_table *sinpe_table_alloc(ptrdiff_t nfreq);
+
+/* The cached table of (kind, n, d), referenced, or NULL. */
+sinpe_table *sinpe_table_lookup(int kind, double n, ptrdiff_t d);
+
+/* Caches a table just made and keyed (key_kind, key_n, key_d): returns it,
+ * or the same table another thread cached meanwhile (and frees this one);
+ * referenced either way. */
+sinpe_table *sinpe_table_keep(sinpe_table *built);
 
 void sinpe_table_release(sinpe_table *table);
 
@@ -125,21 +136,12 @@ void sinpe_table_cache_clear(void);
  * first .. first + count - 1. */
 uint32_t sinpe_residues(int64_t first, int64_t count);
 
-/* Step rows of frequencies [k0, k1) for the residues in `residues`: a view
- * into the table, or for a wide table built into buffer
- * (2 * SINPE_BLOCK_ROWS * (k1 - k0) doubles). */
-sinpe_steps sinpe_steps_for(const sinpe_table *table, ptrdiff_t k0, ptrdiff_t k1,
-                            uint32_t residues, double *buffer);
-
-/* The table's kept anchors of block p0, made now into an unused slot if
- * none holds them; NULL when every slot is in use (or the table is wide):
- * compute them instead.  Release with sinpe_anchors_release. */
-const sinpe_anchors *sinpe_anchors_hold(sinpe_table *table, int64_t p0);
+/* The table's kept anchors of block p0, referenced (release them), or NULL
+ * when every slot is in use or the table is wide.  *make: the slot is the
+ * caller's to fill (sin and cos of p0 * freq[k], every k), then to publish
+ * with sinpe_anchors_made; until then no one else reads it. */
+sinpe_anchors *sinpe_anchors_claim(sinpe_table *table, int64_t p0, int *make);
+void sinpe_anchors_made(sinpe_anchors *anchors, int64_t p0);
 void sinpe_anchors_release(const sinpe_anchors *anchors);
-
-/* sin_out[j] = sin(p0 w), cos_out[j] = cos(p0 w) for w = freq[k0 + j],
- * j < k1 - k0: the anchors of the block at p0. */
-void sinpe_anchor_sincos(const sinpe_table *table, int64_t p0, ptrdiff_t k0, ptrdiff_t k1,
-                         double *sin_out, double *cos_out);
 
 #endif /* SINPE_TABLE_H */

@@ -202,7 +202,7 @@ typedef struct {
     double *sin, *cos;   /* [2 * tile_freqs]: anchors (of two blocks), or a
                           * non-integral row's values */
     const double *s0, *c0; /* the anchors anchor() gave: sin, cos, or the
-                            * table's kept ones (sinpe_anchors_hold) */
+                            * table's kept ones (plan->anchors) */
     double *tmp;         /* [4 * tile_freqs]: the row writers' scratch */
     double *step_buffer; /* a wide table's step rows */
 } scratch_t;

@@ -20,6 +20,7 @@
 #include "exec/exec.h"
 #include "plan/checks.h"
 #include "plan/cut.h"
+#include "plan/frequencies.h"
 #include "plan/grid.h"
 #include "plan/plan.h"
 #include "plan/rotation.h"
@@ -79,10 +80,10 @@ static int take_inputs(plan_t *plan, const sinpe_plan *p, ptrdiff_t rows)
 static sinpe_table *group_table(const sinpe_plan *p, ptrdiff_t width, ptrdiff_t nfreq)
 {
     if (p->freq != NULL) {
-        return sinpe_table_from_freq(p->freq, nfreq);
+        return sinpe_frequencies_given(p->freq, nfreq);
     }
-    return p->schedule == SINPE_PAPER ? sinpe_table_standard(p->n, width)
-                                      : sinpe_table_fairseq(p->n, width);
+    return p->schedule == SINPE_PAPER ? sinpe_frequencies_paper(p->n, width)
+                                      : sinpe_frequencies_fairseq(p->n, width);
 }
 
 /* Group g: `width` columns from `col`, positions along row `axis` (or per
@@ -206,7 +207,7 @@ static void hold_anchors(plan_t *plan)
     }
     const int64_t p0 = sinpe_block_start(g->offset);
     if (p0 == sinpe_block_start(g->offset + g->outer_count - 1)) {
-        plan->anchors = sinpe_anchors_hold(g->table, p0);
+        plan->anchors = sinpe_frequencies_anchors(g->table, p0);
     }
 }
 

@@ -7,8 +7,7 @@
 #define SINPE_IMPORTS_NUMPY
 #include "python/args.h"
 #include "python/docstrings.h"
-#include "core/row_cache.h"
-#include "core/table.h"
+#include "call.h"
 
 #include <errno.h>
 #include <math.h>
@@ -470,14 +469,11 @@ static PyObject *frequencies(PyObject *module, PyObject *args, PyObject *kwargs)
     if (result == NULL || nfreq == 0) {
         return (PyObject *)result;
     }
-    sinpe_table *table = paper ? sinpe_table_standard(c.plan.n, cols)
-                               : sinpe_table_fairseq(c.plan.n, cols);
-    if (table == NULL) {
+    if (sinpe_schedule_frequencies(c.plan.n, cols, c.plan.schedule, PyArray_DATA(result)) !=
+        SINPE_OK) {
         Py_DECREF(result);
         return PyErr_NoMemory();
     }
-    memcpy(PyArray_DATA(result), table->freq, (size_t)nfreq * sizeof(double));
-    sinpe_table_release(table);
     return (PyObject *)result;
 }
 
@@ -542,7 +538,7 @@ static PyObject *row_cache(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(unus
 {
     int tables;
     size_t bytes;
-    sinpe_rows_stats(&tables, &bytes);
+    sinpe_kept_tables(&tables, &bytes);
     return Py_BuildValue("(in)", tables, (Py_ssize_t)bytes);
 }
 
