@@ -14,7 +14,7 @@
 /* Requests remembered to tell a repeated table from a one-off. */
 #define RECENT 8
 
-static sinpe_mutex lock = SINPE_MUTEX_INIT;
+static sinpe_fork_lock lock = SINPE_FORK_LOCK_INIT; /* taken around fork() too */
 static sinpe_rows *slots[SINPE_ROW_CACHE_SLOTS];
 static size_t kept_bytes;
 static uint64_t clock_now;
@@ -55,7 +55,7 @@ static void rows_free(sinpe_rows *rows)
 sinpe_rows *sinpe_rows_find(const sinpe_rows_key *key, int64_t first, int64_t count)
 {
     sinpe_rows *found = NULL;
-    sinpe_mutex_lock(&lock);
+    sinpe_fork_lock_acquire(&lock);
     for (int i = 0; i < SINPE_ROW_CACHE_SLOTS; ++i) {
         sinpe_rows *r = slots[i];
         if (r != NULL && same_key(&r->key, key) && r->first <= first &&
@@ -66,7 +66,7 @@ sinpe_rows *sinpe_rows_find(const sinpe_rows_key *key, int64_t first, int64_t co
             break;
         }
     }
-    sinpe_mutex_unlock(&lock);
+    sinpe_fork_lock_release(&lock);
     return found;
 }
 
@@ -80,7 +80,7 @@ static int rows_wanted(const sinpe_rows_key *key, int64_t first, int64_t count)
         return 0;
     }
     int seen = 0;
-    sinpe_mutex_lock(&lock);
+    sinpe_fork_lock_acquire(&lock);
     for (int i = 0; i < recent_used; ++i) {
         seen |= same_key(&recent[i].key, key) && recent[i].first == first &&
                 recent[i].count == count;
@@ -92,7 +92,7 @@ static int rows_wanted(const sinpe_rows_key *key, int64_t first, int64_t count)
         recent_next = (recent_next + 1) % RECENT;
         recent_used += recent_used < RECENT;
     }
-    sinpe_mutex_unlock(&lock);
+    sinpe_fork_lock_release(&lock);
     return seen;
 }
 
@@ -146,8 +146,7 @@ static void evict(int i)
 
 void sinpe_rows_keep(sinpe_rows *rows)
 {
-    sinpe_threads_once(); /* the fork handlers take this lock too */
-    sinpe_mutex_lock(&lock);
+    sinpe_fork_lock_acquire(&lock);
     for (;;) {
         int empty = -1, oldest = -1;
         for (int i = 0; i < SINPE_ROW_CACHE_SLOTS; ++i) {
@@ -169,7 +168,7 @@ void sinpe_rows_keep(sinpe_rows *rows)
         }
         evict(oldest);
     }
-    sinpe_mutex_unlock(&lock);
+    sinpe_fork_lock_release(&lock);
 }
 
 void sinpe_rows_release(sinpe_rows *rows)
@@ -177,9 +176,9 @@ void sinpe_rows_release(sinpe_rows *rows)
     if (rows == NULL) {
         return;
     }
-    sinpe_mutex_lock(&lock);
+    sinpe_fork_lock_acquire(&lock);
     const int last = --rows->refs == 0;
-    sinpe_mutex_unlock(&lock);
+    sinpe_fork_lock_release(&lock);
     if (last) {
         rows_free(rows);
     }
@@ -187,33 +186,23 @@ void sinpe_rows_release(sinpe_rows *rows)
 
 void sinpe_rows_clear(void)
 {
-    sinpe_mutex_lock(&lock);
+    sinpe_fork_lock_acquire(&lock);
     for (int i = 0; i < SINPE_ROW_CACHE_SLOTS; ++i) {
         if (slots[i] != NULL) {
             evict(i);
         }
     }
     recent_used = recent_next = 0;
-    sinpe_mutex_unlock(&lock);
+    sinpe_fork_lock_release(&lock);
 }
 
 void sinpe_rows_stats(int *tables, size_t *bytes)
 {
-    sinpe_mutex_lock(&lock);
+    sinpe_fork_lock_acquire(&lock);
     *tables = 0;
     for (int i = 0; i < SINPE_ROW_CACHE_SLOTS; ++i) {
         *tables += slots[i] != NULL;
     }
     *bytes = kept_bytes;
-    sinpe_mutex_unlock(&lock);
-}
-
-void sinpe_rows_cache_prefork(void)
-{
-    sinpe_mutex_lock(&lock);
-}
-
-void sinpe_rows_cache_postfork(void)
-{
-    sinpe_mutex_unlock(&lock);
+    sinpe_fork_lock_release(&lock);
 }

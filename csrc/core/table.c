@@ -25,17 +25,9 @@
 #define CACHE_BYTES ((size_t)8 << 20)
 #define CACHE_SLOTS 8
 
-/* The cache's lock is taken around fork() (core/threads.h): registered
- * before any table, and so the lock, is used. */
-static void fork_hooks_once(void)
-{
-    sinpe_threads_once();
-}
-
 /* One allocation: header, freq, then step_c and step_s unless wide. */
 sinpe_table *sinpe_table_alloc(ptrdiff_t nfreq)
 {
-    fork_hooks_once();
     if (nfreq < 1 || (size_t)nfreq > (SIZE_MAX - sizeof(sinpe_table)) / sizeof(double)) {
         return NULL;
     }
@@ -85,7 +77,7 @@ uint32_t sinpe_residues(int64_t first, int64_t count)
 /* ------------------------------------------------------------------ */
 /* The cache. */
 
-static sinpe_mutex cache_lock = SINPE_MUTEX_INIT;
+static sinpe_fork_lock cache_lock = SINPE_FORK_LOCK_INIT; /* taken around fork() too */
 static sinpe_table *cache[CACHE_SLOTS];
 static size_t cache_bytes;
 static uint64_t cache_clock;
@@ -144,7 +136,7 @@ static void insert(sinpe_table *table)
 sinpe_table *sinpe_table_lookup(int kind, double n, ptrdiff_t d)
 {
     sinpe_table *found = NULL;
-    sinpe_mutex_lock(&cache_lock);
+    sinpe_fork_lock_acquire(&cache_lock);
     for (int i = 0; i < CACHE_SLOTS; ++i) {
         if (cache[i] != NULL && same_key(cache[i], kind, n, d)) {
             found = cache[i];
@@ -153,7 +145,7 @@ sinpe_table *sinpe_table_lookup(int kind, double n, ptrdiff_t d)
             break;
         }
     }
-    sinpe_mutex_unlock(&cache_lock);
+    sinpe_fork_lock_release(&cache_lock);
     return found;
 }
 
@@ -163,7 +155,7 @@ sinpe_table *sinpe_table_keep(sinpe_table *built)
     const double n = built->key_n;
     const ptrdiff_t d = built->key_d;
     sinpe_table *table = NULL;
-    sinpe_mutex_lock(&cache_lock);
+    sinpe_fork_lock_acquire(&cache_lock);
     for (int i = 0; i < CACHE_SLOTS; ++i) {
         if (cache[i] != NULL && same_key(cache[i], kind, n, d)) {
             table = cache[i];
@@ -177,7 +169,7 @@ sinpe_table *sinpe_table_keep(sinpe_table *built)
         insert(table);
     }
     table->last_use = ++cache_clock;
-    sinpe_mutex_unlock(&cache_lock);
+    sinpe_fork_lock_release(&cache_lock);
     if (built != NULL) {
         table_free(built);
     }
@@ -191,9 +183,9 @@ void sinpe_table_release(sinpe_table *table)
     }
     /* The count changes under the lock only: a cached table is shared, and
      * an evicted one may still be in use by other calls. */
-    sinpe_mutex_lock(&cache_lock);
+    sinpe_fork_lock_acquire(&cache_lock);
     const int last = --table->refs == 0;
-    sinpe_mutex_unlock(&cache_lock);
+    sinpe_fork_lock_release(&cache_lock);
     if (last) {
         table_free(table);
     }
@@ -201,13 +193,13 @@ void sinpe_table_release(sinpe_table *table)
 
 void sinpe_table_cache_clear(void)
 {
-    sinpe_mutex_lock(&cache_lock);
+    sinpe_fork_lock_acquire(&cache_lock);
     for (int i = 0; i < CACHE_SLOTS; ++i) {
         if (cache[i] != NULL) {
             evict(i);
         }
     }
-    sinpe_mutex_unlock(&cache_lock);
+    sinpe_fork_lock_release(&cache_lock);
 }
 
 /* Kept anchors: found and counted under the cache's lock (shared by every
@@ -219,7 +211,7 @@ sinpe_anchors *sinpe_anchors_claim(sinpe_table *table, int64_t p0, int *make)
         return NULL;
     }
     sinpe_anchors *found = NULL, *unused = NULL;
-    sinpe_mutex_lock(&cache_lock);
+    sinpe_fork_lock_acquire(&cache_lock);
     for (int i = 0; i < SINPE_KEPT_ANCHORS; ++i) {
         sinpe_anchors *a = &table->kept[i];
         if (a->p0 == p0) {
@@ -236,34 +228,22 @@ sinpe_anchors *sinpe_anchors_claim(sinpe_table *table, int64_t p0, int *make)
             *make = 1;
         }
     }
-    sinpe_mutex_unlock(&cache_lock);
+    sinpe_fork_lock_release(&cache_lock);
     return slot;
 }
 
 void sinpe_anchors_made(sinpe_anchors *anchors, int64_t p0)
 {
-    sinpe_mutex_lock(&cache_lock);
+    sinpe_fork_lock_acquire(&cache_lock);
     anchors->p0 = p0;
-    sinpe_mutex_unlock(&cache_lock);
+    sinpe_fork_lock_release(&cache_lock);
 }
 
 void sinpe_anchors_release(const sinpe_anchors *anchors)
 {
     if (anchors != NULL) {
-        sinpe_mutex_lock(&cache_lock);
+        sinpe_fork_lock_acquire(&cache_lock);
         ((sinpe_anchors *)anchors)->refs--;
-        sinpe_mutex_unlock(&cache_lock);
+        sinpe_fork_lock_release(&cache_lock);
     }
-}
-
-/* After fork() in a child, the lock may have been held by a thread that no
- * longer exists; threads.c calls these around fork. */
-void sinpe_table_cache_prefork(void)
-{
-    sinpe_mutex_lock(&cache_lock);
-}
-
-void sinpe_table_cache_postfork(void)
-{
-    sinpe_mutex_unlock(&cache_lock);
 }

@@ -23,89 +23,8 @@
  */
 #include "core/platform.h"
 
+#include "core/job.h"
 #include "core/threads.h"
-
-/* A call's chunks are cut into `ranges` runs, one a thread, as OpenMP's
- * static schedule cuts its loops: each thread takes the chunks of its own
- * run in turn, then what is left of the others' (a late or slow thread's
- * share goes to the others, as from one counter).  A chunk's bits never
- * depend on who runs it.  Why runs: an add of 32 MB on two threads took
- * 1.5x torch's time with every chunk handed out from one counter (the two
- * threads' chunks interleaved through memory) and 0.8x in two runs (the
- * AMD EPYC, Zen 5), as torch's ops cut it: each core then finds its own
- * half where it left it, in its own caches. */
-#define MAX_RANGES 64
-
-typedef struct {
-    sinpe_chunk_fn fn;
-    void *context;
-    ptrdiff_t chunks;
-    int ranges;                   /* 1 .. MAX_RANGES */
-    sinpe_atomic next[MAX_RANGES]; /* each run's next chunk to hand out */
-    sinpe_atomic stop;            /* set on cancel: start no new chunk */
-} job_t;
-
-/* Where run r starts (r == ranges: the end), without overflow. */
-static ptrdiff_t range_start(const job_t *job, int r)
-{
-    const ptrdiff_t each = job->chunks / job->ranges, extra = job->chunks % job->ranges;
-    return each * r + (r < extra ? r : extra);
-}
-
-static void job_init(job_t *job, sinpe_chunk_fn fn, void *context, ptrdiff_t chunks, int threads)
-{
-    job->fn = fn;
-    job->context = context;
-    job->chunks = chunks;
-    job->ranges = threads < 1 ? 1 : threads > MAX_RANGES ? MAX_RANGES : threads;
-    for (int r = 0; r < job->ranges; ++r) {
-        sinpe_atomic_store(&job->next[r], range_start(job, r));
-    }
-    sinpe_atomic_store(&job->stop, 0);
-}
-
-/* The next chunk for a thread: from run `*range` while it lasts, then from
- * the next runs in turn (`*left` of them not yet found empty); -1 when none
- * is left. */
-static ptrdiff_t take_chunk(job_t *job, int *range, int *left)
-{
-    while (*left > 0) {
-        const ptrdiff_t chunk = sinpe_atomic_fetch_add(&job->next[*range], 1);
-        if (chunk < range_start(job, *range + 1)) {
-            return chunk;
-        }
-        *range = *range + 1 == job->ranges ? 0 : *range + 1;
-        --*left;
-    }
-    return -1;
-}
-
-/* How many chunks have been handed out. */
-static ptrdiff_t chunks_taken(job_t *job)
-{
-    ptrdiff_t taken = 0;
-    for (int r = 0; r < job->ranges; ++r) {
-        const ptrdiff_t next = sinpe_atomic_load(&job->next[r]), end = range_start(job, r + 1);
-        taken += (next < end ? next : end) - range_start(job, r);
-    }
-    return taken;
-}
-
-/* Takes chunks until none are left or the job is stopped. */
-static void run_job(job_t *job, int worker)
-{
-    int range = worker % job->ranges, left = job->ranges;
-    for (;;) {
-        if (sinpe_atomic_load(&job->stop)) {
-            return;
-        }
-        const ptrdiff_t chunk = take_chunk(job, &range, &left);
-        if (chunk < 0) {
-            return;
-        }
-        job->fn(job->context, chunk, worker);
-    }
-}
 
 static sinpe_atomic requested_threads = SINPE_ATOMIC_INIT(0); /* 0: the default */
 
@@ -304,13 +223,15 @@ static struct {
     sinpe_atomic current;            /* the openmp_t shared, or 0 */
 } openmp = {SINPE_MUTEX_INIT, {{NULL, NULL}}, 0, SINPE_ATOMIC_INIT(0)};
 
+static void threads_once(void);
+
 int sinpe_threads_share_openmp(const char *library)
 {
     if (library == NULL) {
         sinpe_atomic_store(&openmp.current, 0);
         return SINPE_OK;
     }
-    sinpe_threads_once(); /* the fork handlers, which forget the runtime in a child */
+    threads_once(); /* the fork handlers, which forget the runtime in a child */
     const openmp_t found = {
         (omp_parallel_fn)sinpe_loaded_function(library, "GOMP_parallel"),
         (omp_thread_num_fn)sinpe_loaded_function(library, "omp_get_thread_num")};
@@ -340,21 +261,37 @@ int sinpe_threads_sharing_openmp(void)
     return sinpe_atomic_load(&openmp.current) != 0;
 }
 
+/* The locks registered with the fork handlers (sinpe_fork_lock), taken
+ * in turn before fork(), before the pool's own. */
+static struct {
+    sinpe_mutex lock;
+    sinpe_fork_lock *first; /* (lock) */
+} fork_locks = {SINPE_MUTEX_INIT, NULL};
+
 #if SINPE_HAVE_FORK
 static void before_fork(void)
 {
-    sinpe_table_cache_prefork();
-    sinpe_rows_cache_prefork();
+    sinpe_mutex_lock(&fork_locks.lock);
+    for (sinpe_fork_lock *l = fork_locks.first; l != NULL; l = l->next) {
+        sinpe_mutex_lock(&l->mutex);
+    }
     sinpe_mutex_lock(&openmp.lock);
     sinpe_mutex_lock(&pool.lock);
+}
+
+static void release_fork_locks(void)
+{
+    for (sinpe_fork_lock *l = fork_locks.first; l != NULL; l = l->next) {
+        sinpe_mutex_unlock(&l->mutex);
+    }
+    sinpe_mutex_unlock(&fork_locks.lock);
 }
 
 static void after_fork_parent(void)
 {
     sinpe_mutex_unlock(&pool.lock);
     sinpe_mutex_unlock(&openmp.lock);
-    sinpe_rows_cache_postfork();
-    sinpe_table_cache_postfork();
+    release_fork_locks();
 }
 
 static void after_fork_child(void)
@@ -376,8 +313,7 @@ static void after_fork_child(void)
      * libgomp would wait for them: the child uses sinpe's own helpers */
     sinpe_atomic_store(&openmp.current, 0);
     sinpe_mutex_unlock(&openmp.lock);
-    sinpe_rows_cache_postfork();
-    sinpe_table_cache_postfork();
+    release_fork_locks();
 }
 #endif
 
@@ -390,9 +326,31 @@ static void register_fork_handlers(void)
 
 static sinpe_once fork_once = SINPE_ONCE_INIT;
 
-void sinpe_threads_once(void)
+/* The fork handlers, registered once per process (where fork exists).
+ * Cheap after the first call. */
+static void threads_once(void)
 {
     sinpe_call_once(&fork_once, register_fork_handlers);
+}
+
+void sinpe_fork_lock_acquire(sinpe_fork_lock *lock)
+{
+    if (!sinpe_atomic_load(&lock->registered)) { /* registered before it is first held */
+        threads_once();
+        sinpe_mutex_lock(&fork_locks.lock);
+        if (!sinpe_atomic_load(&lock->registered)) {
+            lock->next = fork_locks.first;
+            fork_locks.first = lock;
+            sinpe_atomic_store(&lock->registered, 1);
+        }
+        sinpe_mutex_unlock(&fork_locks.lock);
+    }
+    sinpe_mutex_lock(&lock->mutex);
+}
+
+void sinpe_fork_lock_release(sinpe_fork_lock *lock)
+{
+    sinpe_mutex_unlock(&lock->mutex);
 }
 
 /* Claims the pool for a job with up to `helpers` helpers; returns how many
@@ -401,7 +359,7 @@ void sinpe_threads_once(void)
  * call tens of microseconds that say nothing of its neighbours. */
 static int claim_pool(job_t *job, int helpers, int *woken)
 {
-    sinpe_threads_once();
+    threads_once();
     if (sinpe_atomic_exchange(&pool.busy, 1) != 0) {
         return -1;
     }
@@ -528,41 +486,6 @@ static void judge_team_call(int64_t start, int64_t done, int64_t end, int64_t of
             sinpe_atomic_store(&team_credit, credit);
         }
     }
-}
-
-/* The calling thread's part of a call: chunks until none are left, asking
- * `cancel` every `period` of them; then the time it finished. */
-typedef struct {
-    sinpe_cancel_fn cancel;
-    void *context;
-    ptrdiff_t period;
-    ptrdiff_t mine; /* chunks it ran */
-    int cancelled;
-    int64_t done;
-} caller_t;
-
-static void run_callers_chunks(job_t *job, caller_t *caller)
-{
-    ptrdiff_t since_check = 0;
-    int range = 0, left = job->ranges;
-    for (;;) {
-        const ptrdiff_t chunk = take_chunk(job, &range, &left);
-        if (chunk < 0) {
-            break;
-        }
-        job->fn(job->context, chunk, 0);
-        ++caller->mine;
-        if (caller->cancel != NULL && ++since_check >= caller->period &&
-            chunks_taken(job) < job->chunks) {
-            since_check = 0;
-            if (caller->cancel(caller->context)) {
-                caller->cancelled = 1;
-                sinpe_atomic_store(&job->stop, 1);
-                break;
-            }
-        }
-    }
-    caller->done = sinpe_now_ns();
 }
 
 /* A member of the OpenMP team: thread 0 is the calling thread. */

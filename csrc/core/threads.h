@@ -2,8 +2,8 @@
  * Internal: a small persistent thread pool that runs the chunks of one call.
  * Not public API.  Its threads and locks are platform.h's.
  */
-#ifndef SINPE_THREADS_H
-#define SINPE_THREADS_H
+#ifndef SINPE_CORE_THREADS_H
+#define SINPE_CORE_THREADS_H
 
 #include "core/platform.h"
 
@@ -36,15 +36,21 @@ void sinpe_threads_set(int threads);
 int sinpe_threads_share_openmp(const char *library);
 int sinpe_threads_sharing_openmp(void);
 
-/* Registers the fork handlers (once per process, where fork exists): every
- * lock sinpe holds is taken around fork() and the pool is forgotten in the
- * child, whose helper threads no longer exist.  Cheap after the first call. */
-void sinpe_threads_once(void);
+/* A lock that fork() never leaves held in a child (the caches': core/table.c,
+ * core/row_cache.c): at its first use it registers with the pool's fork
+ * handlers, which take it before fork() and release it after, in the parent
+ * and in the child, so that no child inherits it from a thread that does
+ * not exist there.  The pool takes its own locks after every registered
+ * one, and forgets its helpers in the child.  Where there is no fork
+ * (Windows) it is a plain mutex. */
+typedef struct sinpe_fork_lock {
+    sinpe_mutex mutex;
+    sinpe_atomic registered;
+    struct sinpe_fork_lock *next; /* the registered ones, newest first */
+} sinpe_fork_lock;
+#define SINPE_FORK_LOCK_INIT {SINPE_MUTEX_INIT, SINPE_ATOMIC_INIT(0), NULL}
 
-/* The caches' fork hooks (table.c, row_cache.c). */
-void sinpe_table_cache_prefork(void);
-void sinpe_table_cache_postfork(void);
-void sinpe_rows_cache_prefork(void);
-void sinpe_rows_cache_postfork(void);
+void sinpe_fork_lock_acquire(sinpe_fork_lock *lock);
+void sinpe_fork_lock_release(sinpe_fork_lock *lock);
 
-#endif /* SINPE_THREADS_H */
+#endif /* SINPE_CORE_THREADS_H */
