@@ -50,12 +50,17 @@ extern "C" {
 /* The most sections (rows of positions) a plan may have. */
 #define SINPE_MAX_SECTIONS 64
 
-typedef enum {
-    SINPE_FLOAT16 = 0, /* IEEE binary16 */
-    SINPE_FLOAT32 = 1,
-    SINPE_FLOAT64 = 2,
-    SINPE_BFLOAT16 = 3 /* the top 16 bits of a float32 */
-} sinpe_dtype;
+/* The element types, in the order of their codes: X(ID, name, bytes) gives
+ * SINPE_<ID> = its code, its name (NumPy's and torch's), and its size. */
+#define SINPE_DTYPES(X)                                                                       \
+    X(FLOAT16, float16, 2) /* IEEE binary16 */                                                \
+    X(FLOAT32, float32, 4)                                                                    \
+    X(FLOAT64, float64, 8)                                                                    \
+    X(BFLOAT16, bfloat16, 2) /* the top 16 bits of a float32 */
+
+#define SINPE_DTYPE_CODE(id, name, bytes) SINPE_##id,
+typedef enum { SINPE_DTYPES(SINPE_DTYPE_CODE) } sinpe_dtype; /* 0, 1, 2, 3 */
+#undef SINPE_DTYPE_CODE
 
 enum {
     SINPE_OK = 0,

@@ -19,7 +19,10 @@
 
 static inline size_t sinpe_itemsize(sinpe_dtype dtype)
 {
-    return dtype == SINPE_FLOAT32 ? 4 : dtype == SINPE_FLOAT64 ? 8 : 2;
+#define SINPE_DTYPE_BYTES(id, name, bytes) bytes,
+    static const unsigned char bytes[] = {SINPE_DTYPES(SINPE_DTYPE_BYTES)};
+#undef SINPE_DTYPE_BYTES
+    return bytes[dtype];
 }
 
 static inline void sinpe_store_elem(char *dst, sinpe_dtype dtype, int swapped, double value)

@@ -2,11 +2,15 @@
  * The binding's sections (sinpe.h's multi-axis RoPE): sections= and
  * sections_layout= of rope_, rope and _rope_into, and the leading axis of
  * positions they add.  Every check of the C plan is made here first, with a
- * message naming the argument and its value (args.h).
+ * message naming the argument and its value (python/args_sections.h).
  */
-#include "python/args.h"
+#include "python/binding.h"
 
 #include <stdio.h>
+
+#include "python/args.h"
+#include "python/args_scalars.h"
+#include "python/args_sections.h"
 
 /* The counts as a tuple, for messages. */
 static PyObject *counts_tuple(const sinpe_call *c)

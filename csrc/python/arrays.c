@@ -1,14 +1,15 @@
 /*
- * The CPython binding's array arguments (args.h): the element types sinpe
- * writes, arrays written in place or read (their shapes and strides
- * copied), a torch tensor's memory, new outputs, and the check that two
- * arrays share no memory.  Each helper that fails sets an exception naming
- * the argument and returns -1 (or NULL).
+ * The binding's array arguments (python/arrays.h): the element types
+ * sinpe writes, arrays written in place or read (their shapes and strides
+ * copied), a torch tensor's memory, new outputs, the check that two arrays
+ * share no memory, and NumPy's broadcasting of strides.
  */
-#include "python/args.h"
-#include "core/elements.h"
+#include "python/binding.h"
 
 #include <string.h>
+
+#include "python/args_scalars.h"
+#include "python/arrays.h"
 
 static const char *const supported_dtypes =
     "float16, float32, float64 or bfloat16 (ml_dtypes.bfloat16)";
@@ -219,7 +220,7 @@ int sinpe_tensor_arg(PyObject *address_obj, PyObject *shape_obj, PyObject *strid
         return -1;
     }
     const int ndim = (int)PyTuple_GET_SIZE(shape_obj);
-    const ptrdiff_t itemsize = (ptrdiff_t)sinpe_itemsize((sinpe_dtype)dtype);
+    const ptrdiff_t itemsize = (ptrdiff_t)sinpe_dtype_bytes((sinpe_dtype)dtype);
     for (int i = 0; i < ndim; ++i) {
         const Py_ssize_t length = PyLong_AsSsize_t(PyTuple_GET_ITEM(shape_obj, i));
         const Py_ssize_t stride = PyLong_AsSsize_t(PyTuple_GET_ITEM(strides_obj, i));
@@ -368,3 +369,47 @@ int sinpe_check_disjoint(const sinpe_array *a, const char *a_name, const sinpe_a
     return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* Broadcasting. */
+
+void sinpe_broadcast_error(const char *name, int ndim, const npy_intp *dims,
+                           const char *target_name, int target_ndim, const npy_intp *target)
+{
+    PyObject *shape = PyArray_IntTupleFromIntp(ndim, dims);
+    PyObject *want = PyArray_IntTupleFromIntp(target_ndim, target);
+    if (shape != NULL && want != NULL) {
+        PyErr_Format(PyExc_ValueError, "%s has shape %R, which does not broadcast against %s %R",
+                     name, shape, target_name, want);
+    }
+    Py_XDECREF(shape);
+    Py_XDECREF(want);
+}
+
+int sinpe_broadcast_to(int ndim, const npy_intp *shape, const npy_intp *strides, int target_ndim,
+                       const npy_intp *target, ptrdiff_t *out)
+{
+    if (ndim > target_ndim) {
+        return -1;
+    }
+    for (int i = 0; i < target_ndim; ++i) {
+        const int k = i - (target_ndim - ndim);
+        if (k < 0 || (shape[k] == 1 && target[i] != 1)) {
+            out[i] = 0;
+        } else if (shape[k] == target[i]) {
+            out[i] = strides[k];
+        } else {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int sinpe_broadcast_strides(const sinpe_array *view, const char *name, int ndim,
+                            const npy_intp *dims, const char *target_name, ptrdiff_t *strides)
+{
+    if (sinpe_broadcast_to(view->ndim, view->shape, view->strides, ndim, dims, strides) < 0) {
+        sinpe_broadcast_error(name, view->ndim, view->shape, target_name, ndim, dims);
+        return -1;
+    }
+    return 0;
+}

@@ -3,10 +3,10 @@
  * lines, up to "--") so that inspect.signature and a notebook's `?` show
  * them.  Their Examples run as doctests in the test suite.
  */
-#ifndef SINPE_DOCSTRINGS_H
-#define SINPE_DOCSTRINGS_H
+#ifndef SINPE_PYTHON_DOCSTRINGS_H
+#define SINPE_PYTHON_DOCSTRINGS_H
 
-#include <Python.h>
+#include "python/binding.h"
 
 PyDoc_STRVAR(encode_doc,
 "encode($module, /, L, d, n=10000.0, *, offset=0, dtype=None, out=None, layout='interleaved',\n"
@@ -481,4 +481,4 @@ PyDoc_STRVAR(frequencies_doc,
 "Private, for tests: the float64 frequencies w_k that encode(L, d, n,\n"
 "schedule=schedule) uses, bit for bit.\n");
 
-#endif /* SINPE_DOCSTRINGS_H */
+#endif /* SINPE_PYTHON_DOCSTRINGS_H */

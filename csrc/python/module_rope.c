@@ -2,14 +2,20 @@
  * sinpe._core's rotations: rope_, and the private forms sinpe.torch calls
  * (_rope_into: out of place, by the negated angles for the backward pass, or
  * only checked; _rotate_by: by given caches, HF's apply_rotary_pos_emb).
- * Each parses its arguments (args.c, arrays.c) and runs the plan's rotate
- * action through sinpe_run without the GIL.  module.c lists them.
+ * Each parses its arguments (python/args*.c, python/arrays.c) and runs the
+ * plan's rotate action through sinpe_run without the GIL.  module.c lists
+ * them.
  */
-#include "python/args.h"
+#include "python/binding.h"
 
 #include <math.h>
 
-#include "core/elements.h"
+#include "python/args.h"
+#include "python/args_positions.h"
+#include "python/args_scalars.h"
+#include "python/args_sections.h"
+#include "python/arrays.h"
+#include "python/module_rope.h"
 
 /* The arguments of a rotation by sinpe's own caches; NULL: not given. */
 typedef struct {
@@ -329,7 +335,7 @@ static int unsqueezed(sinpe_target *t, long long dim)
     }
     const int at = (int)(dim < 0 ? dim + n + 1 : dim);
     const ptrdiff_t stride = at < n ? t->shape[at] * t->strides[at]
-                                    : (ptrdiff_t)sinpe_itemsize(t->array.dtype);
+                                    : sinpe_dtype_bytes(t->array.dtype);
     for (int i = n; i > at; --i) {
         t->shape[i] = t->shape[i - 1];
         t->strides[i] = t->strides[i - 1];
@@ -345,12 +351,14 @@ static int unsqueezed(sinpe_target *t, long long dim)
  * overflow (no such tensor exists). */
 static int new_tensor_strides(const sinpe_array *a, ptrdiff_t *strides)
 {
-    ptrdiff_t step = (ptrdiff_t)sinpe_itemsize(a->dtype);
+    ptrdiff_t step = sinpe_dtype_bytes(a->dtype);
     for (int i = a->ndim - 1; i >= 0; --i) {
         strides[i] = step;
-        if (sinpe_mul_overflow_ptrdiff(step, a->shape[i] > 0 ? a->shape[i] : 1, &step)) {
+        const ptrdiff_t length = a->shape[i] > 0 ? a->shape[i] : 1;
+        if (step > PTRDIFF_MAX / length) {
             return -1;
         }
+        step *= length;
     }
     return 0;
 }
