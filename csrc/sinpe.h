@@ -289,14 +289,22 @@ void sinpe_clear_caches(void);
  * same bits; the choice changes only speed.  avx2 includes F16C (every
  * AVX2 CPU has it); avx512_bf16 is avx512 with AVX512_BF16's conversions
  * (Cooper Lake, Sapphire Rapids, Zen 4 and later; not built by MSVC).
- * aarch64 has one level, the baseline (NEON). */
-enum {
-    SINPE_SIMD_BASELINE = 0,
-    SINPE_SIMD_AVX2 = 1,
-    SINPE_SIMD_AVX512 = 2,
-    SINPE_SIMD_AVX512_BF16 = 3,
-    SINPE_SIMD_LEVELS = 4
-};
+ * aarch64 has one level, the baseline (NEON).
+ *
+ * The levels, from the least to the best: X(ID, name, cpu) gives
+ * SINPE_SIMD_<ID> = its number, the name SINPE_SIMD spells, and the CPU
+ * features its loops use (core/platform.h's SINPE_CPU_*, which a CPU must
+ * have, and its OS save the registers of, for the level to run there).
+ * Each level's loops are csrc/kernels/levels/<name>.c. */
+#define SINPE_SIMD_LIST(X)                                                                    \
+    X(BASELINE, baseline, 0)                                                                  \
+    X(AVX2, avx2, SINPE_CPU_AVX2)                                                             \
+    X(AVX512, avx512, SINPE_CPU_AVX2 | SINPE_CPU_AVX512)                                      \
+    X(AVX512_BF16, avx512_bf16, SINPE_CPU_AVX2 | SINPE_CPU_AVX512 | SINPE_CPU_AVX512_BF16)
+
+#define SINPE_SIMD_NUMBER(id, name, cpu) SINPE_SIMD_##id,
+enum { SINPE_SIMD_LIST(SINPE_SIMD_NUMBER) SINPE_SIMD_LEVELS }; /* 0, 1, 2, 3; 4 levels */
+#undef SINPE_SIMD_NUMBER
 
 /* Chooses the level by name (NULL or "": the best available), at any time
  * and from any thread; calls already running finish on the level they
@@ -310,8 +318,7 @@ int sinpe_simd_level(void);
 int sinpe_simd_available(int level);
 
 /* A level's name as SINPE_SIMD spells it ("baseline", "avx2", "avx512",
- * "avx512_bf16"),
- * or NULL for a number that is not a level. */
+ * "avx512_bf16"), or NULL for a number that is not a level. */
 const char *sinpe_simd_name(int level);
 
 #ifdef __cplusplus

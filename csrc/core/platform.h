@@ -132,12 +132,20 @@ static inline double sinpe_fabs(double x)
 }
 
 /* ------------------------------------------------------------------ */
-/* The SIMD levels the CPU and the OS support (bit SINPE_SIMD_* of sinpe.h
- * set per level; the baseline always).  x86-64: cpuid for the instructions
- * and xgetbv for the register state the OS saves (a CPU with AVX-512 under
- * an OS that does not save the ZMM registers must not run AVX-512 code);
- * macOS enables the AVX-512 state only on first use, so there the kernel's
- * own answer (sysctl) replaces xgetbv for it.  aarch64: NEON is baseline. */
+/* The CPU features the SIMD levels use (sinpe.h's SINPE_SIMD_LIST names
+ * each level's), where the CPU has them and the OS saves their registers.
+ * x86-64: cpuid for the instructions and xgetbv for the register state the
+ * OS saves (a CPU with AVX-512 under an OS that does not save the ZMM
+ * registers must not run AVX-512 code); macOS enables the AVX-512 state
+ * only on first use, so there the kernel's own answer (sysctl) replaces
+ * xgetbv for it.  aarch64: NEON is baseline, no feature. */
+enum {
+    SINPE_CPU_AVX2 = 1 << 0,       /* AVX2 and F16C (every AVX2 CPU has it; a hypervisor
+                                    * hiding it gets the baseline), YMM state */
+    SINPE_CPU_AVX512 = 1 << 1,     /* AVX-512 F, DQ, BW, VL (every AVX-512 CPU since
+                                    * Skylake-X), ZMM state */
+    SINPE_CPU_AVX512_BF16 = 1 << 2 /* AVX512_BF16 */
+};
 
 #if defined(SINPE_X86_64)
 #if defined(SINPE_MSVC)
@@ -182,49 +190,44 @@ static inline int sinpe_macos_has_avx512(void)
 }
 #endif
 
-static inline unsigned sinpe_cpu_simd_levels(void)
+static inline unsigned sinpe_cpu_features(void)
 {
-    /* SINPE_SIMD_AVX2, SINPE_SIMD_AVX512, SINPE_SIMD_AVX512_BF16 */
-    enum { AVX2 = 1u << 1, AVX512 = 1u << 2, AVX512_BF16 = 1u << 3 };
-    unsigned levels = 1u, r1[4], r7[4], r71[4];
+    unsigned features = 0, r1[4], r7[4], r71[4];
     sinpe_cpuid(1, 0, r1);
     const int osxsave = (r1[2] >> 27) & 1, avx = (r1[2] >> 28) & 1, f16c = (r1[2] >> 29) & 1;
     if (!osxsave || !avx) {
-        return levels;
+        return features;
     }
     const uint64_t xcr0 = sinpe_xgetbv();
     if ((xcr0 & 0x6) != 0x6) { /* the XMM and YMM state */
-        return levels;
+        return features;
     }
     sinpe_cpuid(7, 0, r7);
-    /* the avx2 level converts float16 with F16C, which every AVX2 CPU has
-     * (a hypervisor hiding it gets the baseline) */
     if (((r7[1] >> 5) & 1) && f16c) {
-        levels |= AVX2;
+        features |= SINPE_CPU_AVX2;
     }
-    /* F, DQ, BW, VL: what every AVX-512 CPU since Skylake-X has */
     const unsigned avx512 = (1u << 16) | (1u << 17) | (1u << 30) | (1u << 31);
 #if defined(__APPLE__)
     const int zmm_state = sinpe_macos_has_avx512();
 #else
     const int zmm_state = (xcr0 & 0xe0) == 0xe0; /* opmask, upper ZMM, ZMM16-31 */
 #endif
-    if ((levels & AVX2) && (r7[1] & avx512) == avx512 && zmm_state) {
-        levels |= AVX512;
+    if ((r7[1] & avx512) == avx512 && zmm_state) {
+        features |= SINPE_CPU_AVX512;
     }
     /* AVX512_BF16: leaf 7, subleaf 1, EAX bit 5 (when leaf 7 has subleaf 1) */
     if (r7[0] >= 1) {
         sinpe_cpuid(7, 1, r71);
-        if ((levels & AVX512) && ((r71[0] >> 5) & 1)) {
-            levels |= AVX512_BF16;
+        if ((r71[0] >> 5) & 1) {
+            features |= SINPE_CPU_AVX512_BF16;
         }
     }
-    return levels;
+    return features;
 }
 #else
-static inline unsigned sinpe_cpu_simd_levels(void)
+static inline unsigned sinpe_cpu_features(void)
 {
-    return 1u;
+    return 0;
 }
 #endif
 

@@ -1,11 +1,11 @@
 /*
- * Internal: the hot loops of one SIMD level, as a table of function
- * pointers.  loops.h defines them once; loops_baseline.c, loops_avx2.c and
- * loops_avx512.c compile that one definition for their level, and
- * dispatch.c picks the table the CPU can run, once (no ifunc: musl, macOS
- * and Windows have none).  Every level computes the same IEEE operations
- * in the same order with -ffp-contract=off, so the choice changes speed,
- * never bits.
+ * The hot loops of one SIMD level, as a table of function pointers.
+ * kernels/loops.h defines them once; kernels/levels/<name>.c compiles that
+ * one definition for its level of sinpe.h's list, and dispatch.c picks the
+ * table the CPU can run, once (no ifunc: musl, macOS and Windows have
+ * none).  Every level computes the same IEEE operations in the same order
+ * with -ffp-contract=off, so the choice changes speed, never bits.  Not
+ * public API.
  *
  * Everything loops.h needs is included here, before a level file switches
  * its compiler to the level's instructions.
@@ -23,8 +23,8 @@
 #include "core/float16.h"
 #include "core/pow.h"
 #include "core/sincos.h"
-#include "sinpe.h"
 #include "core/table.h"
+#include "sinpe.h"
 
 #if defined(SINPE_X86_64)
 #include <immintrin.h>
@@ -123,13 +123,14 @@ static inline void sinpe_sincos_row(const double *freq, double position, ptrdiff
     sinpe_kernels_active()->sincos(freq, position, count, sin_out, cos_out);
 }
 
-extern const sinpe_kernels sinpe_loops_baseline;
-#if defined(SINPE_X86_64)
-extern const sinpe_kernels sinpe_loops_avx2;
-extern const sinpe_kernels sinpe_loops_avx512;
-#endif
-#if defined(SINPE_BF16_LOOPS)
-extern const sinpe_kernels sinpe_loops_avx512_bf16;
-#endif
+/* Each level's loops (kernels/levels/<name>.c, for every level of sinpe.h's
+ * list), or NULL where the build leaves the level out (no x86-64; MSVC
+ * and the portable build leave avx512_bf16 out). */
+#define SINPE_LEVEL_LOOPS_DECLARED(id, name, cpu) extern const sinpe_kernels *const sinpe_loops_##name;
+SINPE_SIMD_LIST(SINPE_LEVEL_LOOPS_DECLARED)
+#undef SINPE_LEVEL_LOOPS_DECLARED
+
+/* What the level file of a level its build leaves out defines. */
+#define SINPE_LEVEL_LEFT_OUT(name) const sinpe_kernels *const sinpe_loops_##name = NULL
 
 #endif /* SINPE_KERNELS_H */

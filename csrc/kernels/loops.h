@@ -1,8 +1,9 @@
 /*
  * The hot loops (kernels.h), written once as plain C that GCC, Clang and
- * MSVC vectorise, and compiled once per SIMD level: each loops_LEVEL.c
- * includes kernels.h, switches the compiler to its level's instructions,
- * defines SINPE_LOOPS (the table's name) and includes this file.  Nothing
+ * MSVC vectorise, and compiled once per SIMD level: each
+ * kernels/levels/<name>.c includes kernels.h, switches the compiler to its
+ * level's instructions, defines SINPE_LOOPS (sinpe_loops_<name>, the
+ * pointer to its table) and includes this file.  Nothing
  * here may depend on the level but speed: the same IEEE operations in the
  * same order (no FMA contraction: -ffp-contract=off, /fp:precise), so every
  * level gives the same bits.
@@ -14,7 +15,7 @@
  * block is one call through the table.
  */
 #ifndef SINPE_LOOPS
-#error "loops.h is included by loops_LEVEL.c only, after defining SINPE_LOOPS"
+#error "loops.h is included by kernels/levels/<name>.c only, after defining SINPE_LOOPS"
 #endif
 
 #include "kernels/convert.h"
@@ -239,7 +240,7 @@ static void stream_fence(void)
 
 /* By dtype (sinpe_dtype order: float16, float32, float64, bfloat16) and by
  * interleaving (split, interleaved). */
-const sinpe_kernels SINPE_LOOPS = {
+static const sinpe_kernels level_loops = {
     .table = {{table_split_f16, table_interleaved_f16},
               {table_split_f32, table_interleaved_f32},
               {table_split_f64, table_interleaved_f64},
@@ -266,3 +267,6 @@ const sinpe_kernels SINPE_LOOPS = {
     .stream = stream_loop,
     .fence = stream_fence,
 };
+
+/* The level's loops, for kernels/dispatch.c. */
+const sinpe_kernels *const SINPE_LOOPS = &level_loops;

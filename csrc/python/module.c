@@ -114,10 +114,15 @@ static int simd_from_environment(void)
     if (sinpe_simd_select(text) == SINPE_OK) {
         return 0;
     }
+    char levels[256] = ""; /* every level's name, in order */
+    for (int level = 0; level < SINPE_SIMD_LEVELS; ++level) {
+        snprintf(levels + strlen(levels), sizeof levels - strlen(levels), "%s%s",
+                 level > 0 ? ", " : "", sinpe_simd_name(level));
+    }
     return PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                            "ignoring SINPE_SIMD=%.100s: expected one of baseline, avx2, avx512, avx512_bf16 "
-                            "that this CPU has; using %s",
-                            text, sinpe_simd_name(sinpe_simd_level()));
+                            "ignoring SINPE_SIMD=%.100s: expected one of %s that this CPU has; "
+                            "using %s",
+                            text, levels, sinpe_simd_name(sinpe_simd_level()));
 }
 
 /* The SIMD level in use and the levels this CPU has, by name (show_config). */

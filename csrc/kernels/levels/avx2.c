@@ -1,7 +1,8 @@
 /*
- * The hot loops (loops.h) for x86-64 CPUs with AVX2, chosen at run time
- * (dispatch.c).  GCC and Clang compile this file for AVX2 by the pragmas
- * below, MSVC by /arch:AVX2 (setup.py).  Elsewhere the file is empty.
+ * The avx2 level (sinpe.h's list): the hot loops (kernels/loops.h) for
+ * x86-64 CPUs with AVX2 and F16C, chosen at run time (kernels/dispatch.c).
+ * GCC and Clang compile this file for them by the pragmas below, MSVC by
+ * /arch:AVX2 (setup.py).  Elsewhere the level is left out.
  */
 #include "kernels/kernels.h"
 
@@ -20,5 +21,5 @@
 #pragma clang attribute pop
 #endif
 #else
-typedef int sinpe_no_avx2_loops; /* ISO C wants something in a file */
+SINPE_LEVEL_LEFT_OUT(avx2);
 #endif

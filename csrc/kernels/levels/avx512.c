@@ -1,8 +1,9 @@
 /*
- * The hot loops (loops.h) for x86-64 CPUs with AVX-512 (F, BW, DQ, VL:
- * Skylake-X, Ice Lake, Sapphire Rapids, Zen 4 and later), chosen at run
- * time (dispatch.c).  GCC and Clang compile this file for AVX-512 by the
- * pragmas below, MSVC by /arch:AVX512 (setup.py).  Elsewhere it is empty.
+ * The avx512 level (sinpe.h's list): the hot loops (kernels/loops.h) for
+ * x86-64 CPUs with AVX-512 (F, BW, DQ, VL: Skylake-X, Ice Lake, Sapphire
+ * Rapids, Zen 4 and later), chosen at run time (kernels/dispatch.c).  GCC
+ * and Clang compile this file for AVX-512 by the pragmas below, MSVC by
+ * /arch:AVX512 (setup.py).  Elsewhere the level is left out.
  */
 #include "kernels/kernels.h"
 
@@ -23,5 +24,5 @@
 #pragma clang attribute pop
 #endif
 #else
-typedef int sinpe_no_avx512_loops; /* ISO C wants something in a file */
+SINPE_LEVEL_LEFT_OUT(avx512);
 #endif

@@ -1,10 +1,11 @@
 /*
- * The hot loops (loops.h) for x86-64 CPUs with AVX-512 and AVX512_BF16
- * (Cooper Lake, Sapphire Rapids, Zen 4 and later), chosen at run time
- * (dispatch.c): the avx512 level's loops, with the bfloat16 stores narrowed
- * by vcvtne2ps2bf16 (convert.h).  GCC and Clang compile this file by the
- * pragmas below; MSVC, whose intrinsics lack the bfloat16 vector types
- * here, and the portable build leave it empty (SINPE_BF16_LOOPS).
+ * The avx512_bf16 level (sinpe.h's list): the hot loops (kernels/loops.h)
+ * for x86-64 CPUs with AVX-512 and AVX512_BF16 (Cooper Lake, Sapphire
+ * Rapids, Zen 4 and later), chosen at run time (kernels/dispatch.c): the
+ * avx512 level's loops, with the bfloat16 stores narrowed by
+ * vcvtne2ps2bf16 (kernels/convert.h).  GCC and Clang compile this file by
+ * the pragmas below; MSVC, whose intrinsics lack the bfloat16 vector types
+ * here, and the portable build leave the level out (SINPE_BF16_LOOPS).
  */
 #include "kernels/kernels.h"
 
@@ -27,5 +28,5 @@
 #pragma clang attribute pop
 #endif
 #else
-typedef int sinpe_no_avx512_bf16_loops; /* ISO C wants something in a file */
+SINPE_LEVEL_LEFT_OUT(avx512_bf16);
 #endif
