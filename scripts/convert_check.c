@@ -1,5 +1,5 @@
 /*
- * Every vector conversion of one SIMD level (csrc/convert.h, through
+ * Every vector conversion of one SIMD level (csrc/kernels/vec.h, through
  * scripts/convert_level.c) against float16.h's scalar definitions, for
  * every float (2**32) and every 16-bit value (2**16), bfloat16 and
  * float16:
@@ -18,7 +18,7 @@
  *            NaN, which the narrowing reports) only where allowed
  * A reported vector's elements are each checked again alone (every lane
  * holding it), so that no element escapes because a neighbour was
- * reported.  The exact rotations' conversions (rotate_exact.h) too: their
+ * reported.  The exact rotations' conversions (kernels/vec.h's doubles) too: their
  * widening and narrowing of VF_LANES elements in order, the same way, and
  * their rounding of doubles to odd floats against sinpe_float_odd for
  * every float f as a double, the midpoint between f and the next float

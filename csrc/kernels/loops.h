@@ -18,7 +18,7 @@
 #error "loops.h is included by kernels/levels/<name>.c only, after defining SINPE_LOOPS"
 #endif
 
-#include "kernels/convert.h"
+#include "kernels/vec.h"
 
 #define PAIR_LOOP(name, T, CONVERT, VALUE, args, body)                                        \
     static void name(int rows, ptrdiff_t n, const double *restrict s0,                        \
@@ -205,22 +205,13 @@ static void powers_loop(sinpe_pow_base base, double step, double divisor, ptrdif
  * Stores of 16 or 32 bytes back to back complete each 64-byte line. */
 static void stream_loop(float *dst, const float *src, ptrdiff_t n)
 {
-#if defined(SINPE_X86_64)
-#if defined(SINPE_LOOPS_AVX)
-    enum { LANES = 8 };
-#else
-    enum { LANES = 4 };
-#endif
+#if defined(SINPE_VEC16)
     ptrdiff_t i = 0;
-    for (; i < n && (uintptr_t)(dst + i) % (LANES * sizeof(float)) != 0; ++i) {
+    for (; i < n && (uintptr_t)(dst + i) % (STREAM_LANES * sizeof(float)) != 0; ++i) {
         dst[i] = src[i];
     }
-    for (; i + LANES <= n; i += LANES) {
-#if defined(SINPE_LOOPS_AVX)
-        _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
-#else
-        _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
-#endif
+    for (; i + STREAM_LANES <= n; i += STREAM_LANES) {
+        stream_store(dst + i, src + i);
     }
     for (; i < n; ++i) {
         dst[i] = src[i];

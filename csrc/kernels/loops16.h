@@ -1,14 +1,14 @@
 /*
- * The 16-bit types' adds and rotations (kernels.h's add and rotate loops
- * for float16 and bfloat16) on x86-64 (SINPE_VEC16: convert.h), included
- * by loops.h once per SIMD level.
+ * The 16-bit types' adds (kernels.h's add loops for float16 and bfloat16)
+ * on x86-64 (SINPE_VEC16: kernels/vec.h), included by loops.h once per
+ * SIMD level.
  *
  * The definition is scalar: each element as loops.h's DEFINE_ADD and
  * DEFINE_ROTATE compute it with float16.h's conversions (the arithmetic of
  * NumPy and torch: each operation in float32, its result rounded to the
  * type), which is what runs on other CPUs.  These loops run that
  * arithmetic on vectors of V16_LANES elements: widen, the same float32
- * operations, the same roundings.  A vector in which convert.h reports a
+ * operations, the same roundings.  A vector in which kernels/vec.h reports a
  * lane it does not round as float16.h does (a NaN; the hardware bfloat16
  * conversion's subnormals) is computed again by the scalar definition
  * before anything is stored, and so is the tail of a row.  So every level
@@ -22,7 +22,7 @@
  * 1.3 times torch's at AVX2 and 2.7 times at the baseline.
  */
 #if !defined(SINPE_LOOPS) || !defined(SINPE_VEC16)
-#error "loops16.h is included by loops.h only, on levels with convert.h's vectors"
+#error "loops16.h is included by loops.h only, on levels with kernels/vec.h's vectors"
 #endif
 
 /* x = x * scale + t on V16_LANES elements at a time, two vectors a step

@@ -15,18 +15,11 @@
  * 1.3x slower there.
  */
 #if !defined(SINPE_LOOPS) || !defined(SINPE_VEC16)
-#error "loops_add.h is included by loops.h only, on x86-64"
+#error "loops_add.h is included by loops.h only, on x86-64 (kernels/vec.h)"
 #endif
 
-#if defined(SINPE_LOOPS_AVX) /* AVX2, and AVX-512 on 32-byte vectors */
-typedef __m256 add_ps;
-typedef __m256d add_pd;
-#define ADD_OP(op, kind) _mm256_##op##_##kind
-#else
-typedef __m128 add_ps;
-typedef __m128d add_pd;
-#define ADD_OP(op, kind) _mm_##op##_##kind
-#endif
+/* The vectors (add_ps, add_pd) and their intrinsics (ADD_OP) are the ISA's
+ * (kernels/isa/): 16 bytes at SSE2, 32 at AVX2 and AVX-512. */
 
 /* One row of `count` elements; `scaled` a constant at each call site. */
 #define DEFINE_ADD_ROW(name, T, V, kind)                                                      \

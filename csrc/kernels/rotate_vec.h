@@ -1,6 +1,6 @@
 /*
  * The rotation rows of float32, float16 and bfloat16 on x86-64 vectors
- * (convert.h), included by rotate_loops.h, whose scalar rows define the
+ * (kernels/vec.h), included by rotate_loops.h, whose scalar rows define the
  * bits: the same operations on each element, in the same order, but
  *     y[a] = P(x[a], c[a]) - P(x[b], s[a])   for   P(x[a], c[a]) + P(-x[b], s[a])
  * (P(-x, s) is -P(x, s) exactly, every rounding being symmetric, and
@@ -13,8 +13,9 @@
  * Per element type K: K_V the values of K_LANES elements, K_LOAD widens
  * them, K_PROD(x, c) is a product rounded as the type's arithmetic rounds
  * it, K_PAIRS an interleaved vector's pairs rotated, K_FINISH rounds sums
- * for the store (reporting into `bad`), K_PUT stores.  bfloat16 rounds its
- * products by Veltkamp's split (convert.h's bf16_round_split: three float
+ * for the store (reporting into `bad`), K_PUT stores; K_GROUP heads side
+ * by side is the ISA's (kernels/isa/).  bfloat16 rounds its
+ * products by Veltkamp's split (kernels/vec.h's bf16_round_split: three float
  * operations where the integer rounding takes five; 1.01x -> 0.78x an
  * in-place pass at AVX-512 without AVX512_BF16, 0.82x -> 0.77x with it,
  * no change at AVX2 and SSE2, Zen 5), which ORs its results into `low`: a
@@ -37,22 +38,6 @@
 #define F32_PUT(p, o) vf_store(p, o)
 #define F32_LOW_BAD(low) 0
 #define F32_PAIRS(v, c, s) vf_subadd(vf_mul(v, c), vf_mul(vf_swap_pairs(v), s))
-
-/* Heads side by side: what the registers hold (16 at SSE2 and AVX2, 32 at
- * AVX-512; a 16-bit vector's values take two), as measured on Zen 5 (rope_
- * of (1, 32, 2048, 128) against an in-place pass, one thread): at AVX2
- * bfloat16 3 heads 1.52x, 2 heads 1.65x, 4 heads 1.73x; float16 4 heads
- * 2.95x, 2 heads 3.3x, 8 heads 3.2x; at SSE2 float16 4 heads 5% faster than
- * 2, bfloat16 alike at 2 and 3.  At AVX-512 8 heads of either were slower. */
-#if defined(SINPE_LOOPS_AVX512)
-#define F32_GROUP 4
-#define BF16_GROUP 4
-#define F16_GROUP 4
-#else
-#define F32_GROUP 4
-#define BF16_GROUP 3
-#define F16_GROUP 4
-#endif
 
 #define BF16_V v16f
 #define BF16_OUT vi
@@ -295,4 +280,45 @@ static SINPE_INLINE vf f16_round_product(vf p, int *bad, vf *low)
                   x != NULL ? src_copy / (ptrdiff_t)sizeof(T) : dst_copy / (ptrdiff_t)sizeof(T), \
                   c, s);
 
-#include "kernels/rotate_exact.h" /* the exact rotations' element types */
+/* The exact rotations' element types (kernels/vec.h's doubles): the
+ * products and the sum in double, rounded once. */
+#define XF32_V vdd
+#define XF32_OUT vf
+#define XF32_LANES VF_LANES
+#define XF32_LOAD(p) vdd_of(vf_load(p))
+#define XF32_LOADC vdd_load
+#define XF32_PROD(x, c) vdd_mul(x, c)
+#define XF32_SUB vdd_sub
+#define XF32_ADD vdd_add
+#define XF32_FINISH(v) vf_of_vd((v).lo, (v).hi)
+#define XF32_PUT(p, o) vf_store(p, o)
+#define XF32_LOW_BAD(low) 0
+#define XF32_PAIRS(v, c, s) XF32_FINISH(vdd_pairs(v, c, s))
+
+#define XBF16_V vdd
+#define XBF16_OUT vh
+#define XBF16_LANES VF_LANES
+#define XBF16_LOAD(p) vdd_of(seq_widen_bf16(p))
+#define XBF16_LOADC vdd_load
+#define XBF16_PROD(x, c) vdd_mul(x, c)
+#define XBF16_SUB vdd_sub
+#define XBF16_ADD vdd_add
+#define XBF16_FINISH(v) seq_narrow_bf16(vf_odd_of_vd((v).lo, (v).hi), &bad)
+#define XBF16_PUT(p, o) vh_store(p, o)
+#define XBF16_LOW_BAD(low) 0
+#define XBF16_PAIRS(v, c, s) XBF16_FINISH(vdd_pairs(v, c, s))
+#define XBF16_GROUP X16_GROUP
+
+#define XF16_V vdd
+#define XF16_OUT vh
+#define XF16_LANES VF_LANES
+#define XF16_LOAD(p) vdd_of(seq_widen_f16(p))
+#define XF16_LOADC vdd_load
+#define XF16_PROD(x, c) vdd_mul(x, c)
+#define XF16_SUB vdd_sub
+#define XF16_ADD vdd_add
+#define XF16_FINISH(v) seq_narrow_f16(vf_odd_of_vd((v).lo, (v).hi), &bad)
+#define XF16_PUT(p, o) vh_store(p, o)
+#define XF16_LOW_BAD(low) 0
+#define XF16_PAIRS(v, c, s) XF16_FINISH(vdd_pairs(v, c, s))
+#define XF16_GROUP X16_GROUP

@@ -14,7 +14,7 @@
 #endif
 
 #define SINPE_LOOPS sinpe_loops_avx2
-#define SINPE_LOOPS_AVX 1
+#define SINPE_ISA_AVX2 1
 #include "kernels/loops.h"
 
 #if defined(__clang__)

@@ -16,8 +16,7 @@
 #endif
 
 #define SINPE_LOOPS sinpe_loops_avx512
-#define SINPE_LOOPS_AVX 1
-#define SINPE_LOOPS_AVX512 1
+#define SINPE_ISA_AVX512 1
 #include "kernels/loops.h"
 
 #if defined(__clang__)

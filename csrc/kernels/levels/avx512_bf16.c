@@ -3,7 +3,7 @@
  * for x86-64 CPUs with AVX-512 and AVX512_BF16 (Cooper Lake, Sapphire
  * Rapids, Zen 4 and later), chosen at run time (kernels/dispatch.c): the
  * avx512 level's loops, with the bfloat16 stores narrowed by
- * vcvtne2ps2bf16 (kernels/convert.h).  GCC and Clang compile this file by
+ * vcvtne2ps2bf16 (kernels/isa/avx512.h).  GCC and Clang compile this file by
  * the pragmas below; MSVC, whose intrinsics lack the bfloat16 vector types
  * here, and the portable build leave the level out (SINPE_BF16_LOOPS).
  */
@@ -19,9 +19,8 @@
 #endif
 
 #define SINPE_LOOPS sinpe_loops_avx512_bf16
-#define SINPE_LOOPS_AVX 1
-#define SINPE_LOOPS_AVX512 1
-#define SINPE_LOOPS_BF16 1
+#define SINPE_ISA_AVX512 1
+#define SINPE_ISA_BF16 1
 #include "kernels/loops.h"
 
 #if defined(__clang__)
