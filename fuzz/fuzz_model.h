@@ -3,7 +3,7 @@
  * against: which calls are valid (expect_status), which value every column
  * holds (the column map and a libm double reference with a derived error
  * bound), and an add's and a rotation's arithmetic, bit for bit.  Independent of csrc/ but
- * for the schedules' frequencies: the public header and csrc/pow.h are
+ * for the schedules' frequencies: the public header and csrc/core/pow.h are
  * included, and the add is this file's own arithmetic, not csrc's
  * sinpe_add_elem.
  */
@@ -11,7 +11,7 @@
 #define SINPE_FUZZ_MODEL_H
 
 #include "fuzz_common.h"
-#include "pow.h"
+#include "core/pow.h"
 
 enum { OP_TABLE, OP_ADD, OP_ROPE, OP_GRID, OP_ROTATE };
 enum { POS_RANGE, POS_INTS, POS_REALS, POS_GRID };

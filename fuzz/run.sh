@@ -5,9 +5,12 @@
 #   kernels   fuzz/fuzz_kernels.c   sinpe_run (sinpe.h), every knob of the plan: tables, adds,
 #                                   RoPE caches, grids, positions, padding, frequencies,
 #                                   dtypes, strides, inputs inside outputs, threads, cancel
-#             fuzz/fuzz_model.h     what sinpe.h promises: valid calls, values, add arithmetic
+#             fuzz/fuzz_pick.h      the call an input describes
 #             fuzz/fuzz_checks.h    the checks: bytes, values, companions, identities, aliasing
-#             fuzz/fuzz_common.h    input reader, element formats, memory layouts, plain driver
+#             fuzz/fuzz_model.h     what sinpe.h promises: valid calls, values, add arithmetic
+#             fuzz/fuzz_common.h    input reader, element formats, memory layouts
+#   fuzz/driver.c                   the plain driver, linked with a target (fuzz/fuzz_target.h)
+#                                   in place of libFuzzer
 #
 #   fuzz/run.sh                       # 180 s; libFuzzer if clang has it, else the plain driver
 #   SINPE_FUZZ_SECONDS=600 fuzz/run.sh
@@ -75,7 +78,7 @@ if [ "$engine" = libfuzzer ]; then
 else
   cc="${CC:-gcc}"
   kernel_flags=()
-  target_flags=(-DSINPE_FUZZ_MAIN)
+  target_flags=("$root/fuzz/driver.c")
 fi
 # one object per source, named by its path under csrc/ (two folders may hold a file of one name)
 for source in "${sources[@]}"; do
@@ -88,7 +91,7 @@ run_target() {
   shift
   local binary="$out/fuzz_$target-$engine"
   rm -f "$binary"
-  "$cc" "${flags[@]}" "${target_flags[@]}" "$root/fuzz/fuzz_$target.c" "$objects"/*.o -lm -o "$binary" || return
+  "$cc" "${flags[@]}" "$root/fuzz/fuzz_$target.c" "${target_flags[@]}" "$objects"/*.o -lm -o "$binary" || return
   if [ $# -gt 0 ]; then
     "$binary" "$@"
   elif [ "$engine" = libfuzzer ]; then
