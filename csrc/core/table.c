@@ -133,42 +133,38 @@ static void insert(sinpe_table *table)
     }
 }
 
-sinpe_table *sinpe_table_lookup(int kind, double n, ptrdiff_t d)
+/* Called with cache_lock held: the cached table of (kind, n, d), referenced
+ * and its use recorded, or NULL. */
+static sinpe_table *find(int kind, double n, ptrdiff_t d)
 {
-    sinpe_table *found = NULL;
-    sinpe_fork_lock_acquire(&cache_lock);
     for (int i = 0; i < CACHE_SLOTS; ++i) {
         if (cache[i] != NULL && same_key(cache[i], kind, n, d)) {
-            found = cache[i];
-            found->refs++;
-            found->last_use = ++cache_clock;
-            break;
+            cache[i]->refs++;
+            cache[i]->last_use = ++cache_clock;
+            return cache[i];
         }
     }
+    return NULL;
+}
+
+sinpe_table *sinpe_table_lookup(int kind, double n, ptrdiff_t d)
+{
+    sinpe_fork_lock_acquire(&cache_lock);
+    sinpe_table *found = find(kind, n, d);
     sinpe_fork_lock_release(&cache_lock);
     return found;
 }
 
 sinpe_table *sinpe_table_keep(sinpe_table *built)
 {
-    const int kind = built->key_kind;
-    const double n = built->key_n;
-    const ptrdiff_t d = built->key_d;
-    sinpe_table *table = NULL;
     sinpe_fork_lock_acquire(&cache_lock);
-    for (int i = 0; i < CACHE_SLOTS; ++i) {
-        if (cache[i] != NULL && same_key(cache[i], kind, n, d)) {
-            table = cache[i];
-            table->refs++;
-            break;
-        }
-    }
+    sinpe_table *table = find(built->key_kind, built->key_n, built->key_d);
     if (table == NULL) {
         table = built;
         built = NULL;
         insert(table);
+        table->last_use = ++cache_clock;
     }
-    table->last_use = ++cache_clock;
     sinpe_fork_lock_release(&cache_lock);
     if (built != NULL) {
         table_free(built);

@@ -229,35 +229,31 @@ static void stream_fence(void)
 #endif
 }
 
-/* By dtype (sinpe_dtype order: float16, float32, float64, bfloat16) and by
- * interleaving (split, interleaved). */
+/* By dtype code, and by interleaving (split, interleaved): the loops
+ * prefix##f16 .. prefix##bf16 (the exact rotations have float64's plain
+ * loop). */
+#define BY_DTYPE(split, interleaved, f16, f32, f64, bf16)                                     \
+    {                                                                                         \
+        [SINPE_FLOAT16] = {split##f16, interleaved##f16},                                     \
+        [SINPE_FLOAT32] = {split##f32, interleaved##f32},                                     \
+        [SINPE_FLOAT64] = {split##f64, interleaved##f64},                                     \
+        [SINPE_BFLOAT16] = {split##bf16, interleaved##bf16},                                  \
+    }
 static const sinpe_kernels level_loops = {
-    .table = {{table_split_f16, table_interleaved_f16},
-              {table_split_f32, table_interleaved_f32},
-              {table_split_f64, table_interleaved_f64},
-              {table_split_bf16, table_interleaved_bf16}},
-    .table2 = {{table2_split_f16, table2_interleaved_f16},
-               {table2_split_f32, table2_interleaved_f32},
-               {table2_split_f64, table2_interleaved_f64},
-               {table2_split_bf16, table2_interleaved_bf16}},
-    .rope = {{rope_split_f16, rope_interleaved_f16},
-             {rope_split_f32, rope_interleaved_f32},
-             {rope_split_f64, rope_interleaved_f64},
-             {rope_split_bf16, rope_interleaved_bf16}},
-    .add = {add_f16, add_f32, add_f64, add_bf16},
-    .rotate = {{rotate_split_f16, rotate_interleaved_f16},
-               {rotate_split_f32, rotate_interleaved_f32},
-               {rotate_split_f64, rotate_interleaved_f64},
-               {rotate_split_bf16, rotate_interleaved_bf16}},
-    .rotate_exact = {{rotate_split_exact_f16, rotate_interleaved_exact_f16},
-                     {rotate_split_exact_f32, rotate_interleaved_exact_f32},
-                     {rotate_split_f64, rotate_interleaved_f64},
-                     {rotate_split_exact_bf16, rotate_interleaved_exact_bf16}},
+    .table = BY_DTYPE(table_split_, table_interleaved_, f16, f32, f64, bf16),
+    .table2 = BY_DTYPE(table2_split_, table2_interleaved_, f16, f32, f64, bf16),
+    .rope = BY_DTYPE(rope_split_, rope_interleaved_, f16, f32, f64, bf16),
+    .add = {[SINPE_FLOAT16] = add_f16, [SINPE_FLOAT32] = add_f32, [SINPE_FLOAT64] = add_f64,
+            [SINPE_BFLOAT16] = add_bf16},
+    .rotate = BY_DTYPE(rotate_split_, rotate_interleaved_, f16, f32, f64, bf16),
+    .rotate_exact = BY_DTYPE(rotate_split_, rotate_interleaved_, exact_f16, exact_f32, f64,
+                             exact_bf16),
     .sincos = sincos_loop,
     .powers = powers_loop,
     .stream = stream_loop,
     .fence = stream_fence,
 };
+#undef BY_DTYPE
 
 /* The level's loops, for kernels/dispatch.c. */
 const sinpe_kernels *const SINPE_LOOPS = &level_loops;

@@ -87,22 +87,20 @@
 /* The values of one vector of 16-bit elements, and what the loops do
  * with them: the same at every level. */
 
+/* An operation on two registers' values (v16f, vdd): on each register. */
+#define PAIR_BINARY(name, T, op)                                                              \
+    static SINPE_INLINE T name(T a, T b)                                                      \
+    {                                                                                         \
+        return (T){op(a.lo, b.lo), op(a.hi, b.hi)};                                           \
+    }
+
 typedef struct {
     vf lo, hi;
 } v16f;
 
-static SINPE_INLINE v16f v16_add(v16f a, v16f b)
-{
-    return (v16f){vf_add(a.lo, b.lo), vf_add(a.hi, b.hi)};
-}
-static SINPE_INLINE v16f v16_sub(v16f a, v16f b)
-{
-    return (v16f){vf_sub(a.lo, b.lo), vf_sub(a.hi, b.hi)};
-}
-static SINPE_INLINE v16f v16_mul(v16f a, v16f b)
-{
-    return (v16f){vf_mul(a.lo, b.lo), vf_mul(a.hi, b.hi)};
-}
+PAIR_BINARY(v16_add, v16f, vf_add)
+PAIR_BINARY(v16_sub, v16f, vf_sub)
+PAIR_BINARY(v16_mul, v16f, vf_mul)
 static SINPE_INLINE v16f v16_scale(v16f a, vf s)
 {
     return (v16f){vf_mul(a.lo, s), vf_mul(a.hi, s)};
@@ -166,23 +164,16 @@ static SINPE_INLINE vdd vdd_load(const double *p)
 {
     return (vdd){vd_load(p), vd_load(p + VF_LANES / 2)};
 }
-static SINPE_INLINE vdd vdd_mul(vdd a, vdd b)
-{
-    return (vdd){vd_mul(a.lo, b.lo), vd_mul(a.hi, b.hi)};
-}
-static SINPE_INLINE vdd vdd_add(vdd a, vdd b)
-{
-    return (vdd){vd_add(a.lo, b.lo), vd_add(a.hi, b.hi)};
-}
-static SINPE_INLINE vdd vdd_sub(vdd a, vdd b)
-{
-    return (vdd){vd_sub(a.lo, b.lo), vd_sub(a.hi, b.hi)};
-}
+PAIR_BINARY(vdd_mul, vdd, vd_mul)
+PAIR_BINARY(vdd_add, vdd, vd_add)
+PAIR_BINARY(vdd_sub, vdd, vd_sub)
 static SINPE_INLINE vdd vdd_pairs(vdd v, vdd c, vdd s)
 {
     return (vdd){vd_subadd(vd_mul(v.lo, c.lo), vd_mul(vd_swap_pairs(v.lo), s.lo)),
                  vd_subadd(vd_mul(v.hi, c.hi), vd_mul(vd_swap_pairs(v.hi), s.hi))};
 }
+
+#undef PAIR_BINARY
 
 #endif /* SINPE_X86_64 */
 #endif /* SINPE_KERNELS_VEC_H */

@@ -9,13 +9,27 @@ typedef __m256 vf;  /* VF_LANES floats */
 typedef __m256i vi; /* V16_LANES 16-bit elements */
 typedef __m256d vd; /* VF_LANES / 2 doubles */
 typedef __m128i vh; /* VF_LANES 16-bit elements */
+typedef __m256 add_ps;  /* the adds' and streaming stores' vectors */
+typedef __m256d add_pd;
 #define VF_LANES 8
 #define V16_LANES 16
 #define VEC(op) _mm256_##op
 #define VEC_SI(op) _mm256_##op##_si256
 #define VEC_SI_PS(v) _mm256_castsi256_ps(v)
+#define ADD_OP(op, kind) _mm256_##op##_##kind
 #define BF16_EVEN_ODD 1
 #include "kernels/isa/uniform.h"
+
+/* The heads a rotation loop takes side by side (kernels/rotate_vec.h),
+ * what 16 registers hold (a 16-bit vector's values take two), as measured
+ * on Zen 5 (rope_ of (1, 32, 2048, 128) against an in-place pass, one
+ * thread): bfloat16 3 heads 1.52x, 2 heads 1.65x, 4 heads 1.73x; float16
+ * 4 heads 2.95x, 2 heads 3.3x, 8 heads 3.2x. */
+#define F32_GROUP 4
+#define BF16_GROUP 3
+#define F16_GROUP 4
+#define XF32_GROUP 2
+#define X16_GROUP 2
 
 static SINPE_INLINE vf vf_subadd(vf a, vf b)
 {
@@ -131,26 +145,5 @@ static SINPE_INLINE void vh_store(uint16_t *p, vh v)
 {
     _mm_storeu_si128((__m128i *)(void *)p, v);
 }
-
-/* The adds (kernels/loops_add.h) and streaming stores, 32 bytes. */
-typedef __m256 add_ps;
-typedef __m256d add_pd;
-#define ADD_OP(op, kind) _mm256_##op##_##kind
-#define STREAM_LANES 8
-static SINPE_INLINE void stream_store(float *dst, const float *src)
-{
-    _mm256_stream_ps(dst, _mm256_loadu_ps(src));
-}
-
-/* The heads a rotation loop takes side by side (kernels/rotate_vec.h),
- * what 16 registers hold (a 16-bit vector's values take two), as measured
- * on Zen 5 (rope_ of (1, 32, 2048, 128) against an in-place pass, one
- * thread): bfloat16 3 heads 1.52x, 2 heads 1.65x, 4 heads 1.73x; float16
- * 4 heads 2.95x, 2 heads 3.3x, 8 heads 3.2x. */
-#define F32_GROUP 4
-#define BF16_GROUP 3
-#define F16_GROUP 4
-#define XF32_GROUP 2
-#define X16_GROUP 2
 
 #endif /* SINPE_KERNELS_ISA_AVX2_H */

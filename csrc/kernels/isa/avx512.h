@@ -11,15 +11,27 @@ typedef __m512 vf;  /* VF_LANES floats */
 typedef __m512i vi; /* V16_LANES 16-bit elements */
 typedef __m512d vd; /* VF_LANES / 2 doubles */
 typedef __m256i vh; /* VF_LANES 16-bit elements */
+typedef __m256 add_ps;  /* the adds' and streaming stores' vectors: 32 bytes, as at
+                         * AVX2 (kernels/loops_add.h says why) */
+typedef __m256d add_pd;
 #define VF_LANES 16
 #define V16_LANES 32
 #define VEC(op) _mm512_##op
 #define VEC_SI(op) _mm512_##op##_si512
 #define VEC_SI_PS(v) _mm512_castsi512_ps(v)
+#define ADD_OP(op, kind) _mm256_##op##_##kind
 #if !defined(SINPE_ISA_BF16)
 #define BF16_EVEN_ODD 1
 #endif
 #include "kernels/isa/uniform.h"
+
+/* The heads a rotation loop takes side by side (kernels/rotate_vec.h): 32
+ * registers hold 4 of every type; 8 heads were slower (Zen 5). */
+#define F32_GROUP 4
+#define BF16_GROUP 4
+#define F16_GROUP 4
+#define XF32_GROUP 4
+#define X16_GROUP 4
 
 /* (a0 - b0, a1 + b1, a2 - b2, ...): a pair's two outputs */
 static SINPE_INLINE vf vf_subadd(vf a, vf b)
@@ -150,24 +162,5 @@ static SINPE_INLINE void vh_store(uint16_t *p, vh v)
 {
     _mm256_storeu_si256((__m256i *)(void *)p, v);
 }
-
-/* The adds on 32-byte vectors, as at AVX2 (kernels/loops_add.h says why),
- * and streaming stores of 32 bytes. */
-typedef __m256 add_ps;
-typedef __m256d add_pd;
-#define ADD_OP(op, kind) _mm256_##op##_##kind
-#define STREAM_LANES 8
-static SINPE_INLINE void stream_store(float *dst, const float *src)
-{
-    _mm256_stream_ps(dst, _mm256_loadu_ps(src));
-}
-
-/* The heads a rotation loop takes side by side (kernels/rotate_vec.h): 32
- * registers hold 4 of every type; 8 heads were slower (Zen 5). */
-#define F32_GROUP 4
-#define BF16_GROUP 4
-#define F16_GROUP 4
-#define XF32_GROUP 4
-#define X16_GROUP 4
 
 #endif /* SINPE_KERNELS_ISA_AVX512_H */

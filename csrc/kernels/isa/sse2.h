@@ -10,13 +10,25 @@ typedef __m128 vf;  /* VF_LANES floats */
 typedef __m128i vi; /* V16_LANES 16-bit elements */
 typedef __m128d vd; /* VF_LANES / 2 doubles */
 typedef __m128i vh; /* VF_LANES 16-bit elements, in the low 64 bits */
+typedef __m128 add_ps;  /* the adds' and streaming stores' vectors */
+typedef __m128d add_pd;
 #define VF_LANES 4
 #define V16_LANES 8
 #define VEC(op) _mm_##op
 #define VEC_SI(op) _mm_##op##_si128
 #define VEC_SI_PS(v) _mm_castsi128_ps(v)
+#define ADD_OP(op, kind) _mm_##op##_##kind
 #define BF16_EVEN_ODD 1
 #include "kernels/isa/uniform.h"
+
+/* The heads a rotation loop takes side by side (kernels/rotate_vec.h),
+ * what 16 registers hold: float16 4 heads 5% faster than 2, bfloat16 alike
+ * at 2 and 3 (Zen 5). */
+#define F32_GROUP 4
+#define BF16_GROUP 3
+#define F16_GROUP 4
+#define XF32_GROUP 2
+#define X16_GROUP 2
 
 /* SSE2 has no addsub: b's even lanes negated (exact), then added */
 static SINPE_INLINE vf vf_subadd(vf a, vf b)
@@ -182,24 +194,5 @@ static SINPE_INLINE void vh_store(uint16_t *p, vh v)
 {
     _mm_storel_epi64((__m128i *)(void *)p, v);
 }
-
-/* The adds (kernels/loops_add.h) and streaming stores, 16 bytes. */
-typedef __m128 add_ps;
-typedef __m128d add_pd;
-#define ADD_OP(op, kind) _mm_##op##_##kind
-#define STREAM_LANES 4
-static SINPE_INLINE void stream_store(float *dst, const float *src)
-{
-    _mm_stream_ps(dst, _mm_loadu_ps(src));
-}
-
-/* The heads a rotation loop takes side by side (kernels/rotate_vec.h),
- * what 16 registers hold: float16 4 heads 5% faster than 2, bfloat16 alike
- * at 2 and 3 (Zen 5). */
-#define F32_GROUP 4
-#define BF16_GROUP 3
-#define F16_GROUP 4
-#define XF32_GROUP 2
-#define X16_GROUP 2
 
 #endif /* SINPE_KERNELS_ISA_SSE2_H */
