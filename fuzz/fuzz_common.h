@@ -7,8 +7,8 @@
  *
  * Nothing here may come from csrc/ but the public header: the element
  * decoders and the rounding to each dtype are written independently of
- * csrc/core/float16.h and csrc/core/elements.h, so that a wrong rounding there cannot
- * hide behind the same wrong rounding here.
+ * csrc/core/float16.h and csrc/core/elements.h, so that a wrong rounding
+ * there cannot hide behind the same wrong rounding here.
  */
 #ifndef SINPE_FUZZ_COMMON_H
 #define SINPE_FUZZ_COMMON_H
@@ -187,7 +187,7 @@ static double load(const char *at, sinpe_dtype dtype, int swapped)
  * emin (subnormals below) and largest finite value `largest`, rounded to
  * nearest, ties to even: scale by the quantum of v's binade (a power of two,
  * so exact), let rint round in the default mode, scale back.  Independent
- * of the kernel's bit manipulation (csrc/float16.h). */
+ * of the kernel's bit manipulation (csrc/core/float16.h). */
 static double round_format(double v, int precision, int emin, double largest)
 {
     if (!isfinite(v) || v == 0.0) return v;

@@ -18,9 +18,9 @@
  *            NaN, which the narrowing reports) only where allowed
  * A reported vector's elements are each checked again alone (every lane
  * holding it), so that no element escapes because a neighbour was
- * reported.  The exact rotations' conversions (kernels/vec.h's doubles) too: their
- * widening and narrowing of VF_LANES elements in order, the same way, and
- * their rounding of doubles to odd floats against sinpe_float_odd for
+ * reported.  The exact rotations' conversions (kernels/vec.h's doubles)
+ * too: their widening and narrowing of VF_LANES elements in order, the same
+ * way, and their rounding of doubles to odd floats against sinpe_float_odd for
  * every float f as a double, the midpoint between f and the next float
  * (a tie) and the doubles one step on either side of that midpoint, and
  * for doubles past the float range and the specials.  Run by scripts/convert.sh; prints counts, exits 1 on any

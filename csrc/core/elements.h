@@ -1,10 +1,11 @@
 /*
- * Internal: single elements and views of caller memory, shared by the row
- * writers (rows.c) and the planner (plan.c).  Elements go through memcpy,
+ * Single elements and views of caller memory, shared by the row writers
+ * (kernels/rows.c) and the planner (plan/).  Elements go through memcpy,
  * so any alignment and byte order is defined behaviour; the 16-bit formats
- * round straight from the double (float16.h), so every dtype holds the one
- * rounding of the double value.  sinpe_add_elem is the one definition of
- * an add's arithmetic, which the fast loops of rows.c must match.
+ * round straight from the double (core/float16.h), so every dtype holds
+ * the one rounding of the double value.  sinpe_add_elem is the one
+ * definition of an add's arithmetic, which the fast loops
+ * (kernels/loops.h) must match.  Not public API.
  */
 #ifndef SINPE_ELEMENTS_H
 #define SINPE_ELEMENTS_H
@@ -122,7 +123,7 @@ static inline double sinpe_add_elem(sinpe_dtype dtype, double x, const double *t
  * the 16-bit types each product and the sum in float32 rounded to the type.
  * A 16-bit NaN result is the first NaN operand's (x before c, x * c before
  * w * s), whichever one the CPU would propagate.  The rotation loops
- * (rotate_loops.h) must match this bit for bit. */
+ * (kernels/rotate_loops.h) must match this bit for bit. */
 #define SINPE_NAN_FIRST(a, r) ((a) != (a) ? (a) : (r))
 static inline double sinpe_rotate_elem(sinpe_dtype dtype, int exact, double x, double w, double c,
                                        double s)

@@ -40,7 +40,8 @@ static inline ptrdiff_t range_start(const job_t *job, int r)
     return each * r + (r < extra ? r : extra);
 }
 
-static inline void job_init(job_t *job, sinpe_chunk_fn fn, void *context, ptrdiff_t chunks, int threads)
+static inline void job_init(job_t *job, sinpe_chunk_fn fn, void *context, ptrdiff_t chunks,
+                            int threads)
 {
     job->fn = fn;
     job->context = context;

@@ -33,10 +33,10 @@
 #define SINPE_ROW_CACHE_MIN_BYTES ((size_t)16 << 10)
 
 /* What a table's values are made from: everything but the positions.  An
- * add's table has d columns of the layout; a rotation's (exec/rot_tile.h) has its
- * tile's rows of d elements (cos and sin of its frequencies, scaled and with
- * the sines negated for the inverse, as the rotation reads them).  Adds
- * leave the last three zero. */
+ * add's table has d columns of the layout; a rotation's (exec/rot_tile.h)
+ * has its tile's rows of d elements (cos and sin of its frequencies, scaled
+ * and with the sines negated for the inverse, as the rotation reads them).
+ * Adds leave the last three zero. */
 typedef struct {
     sinpe_schedule schedule;
     double n;

@@ -187,9 +187,10 @@ static inline int position_of(const plan_t *plan, const group_t *g, ptrdiff_t i,
     return *x == (double)*p; /* integral: the integer path, bits of the table */
 }
 
-/* The rows of chunk `chunk` of a windows cut (plan/cut.c's sinpe_plan_cut_windows; chunks
- * go tile-major, then windows, then parts): frequency tile *tile, window
- * [l[0], l[1]) of the innermost row axis, leading rows [b[0], b[1]). */
+/* The rows of chunk `chunk` of a windows cut (plan/cut.c's
+ * sinpe_plan_cut_windows; chunks go tile-major, then windows, then parts):
+ * window [l[0], l[1]) of the innermost row axis, leading rows [b[0], b[1]);
+ * returns the frequency tile. */
 static inline ptrdiff_t window_of_chunk(const plan_t *plan, ptrdiff_t chunk, ptrdiff_t l[2],
                                         ptrdiff_t b[2])
 {

@@ -126,7 +126,8 @@ static inline void sinpe_sincos_row(const double *freq, double position, ptrdiff
 /* Each level's loops (kernels/levels/<name>.c, for every level of sinpe.h's
  * list), or NULL where the build leaves the level out (no x86-64; MSVC
  * and the portable build leave avx512_bf16 out). */
-#define SINPE_LEVEL_LOOPS_DECLARED(id, name, cpu) extern const sinpe_kernels *const sinpe_loops_##name;
+#define SINPE_LEVEL_LOOPS_DECLARED(id, name, cpu)                                             \
+    extern const sinpe_kernels *const sinpe_loops_##name;
 SINPE_SIMD_LIST(SINPE_LEVEL_LOOPS_DECLARED)
 #undef SINPE_LEVEL_LOOPS_DECLARED
 

@@ -17,10 +17,10 @@
 #ifndef ADD_TILE_BYTES /* overridable for measurements, as STREAM_MIN_BYTES */
 #define ADD_TILE_BYTES ((double)(256 << 10))
 #endif
-/* Tables this large are written with streaming stores (kernels/rows.c), which skip
- * the read-for-ownership of every line and do not evict the rest of the
- * caches.  Only well beyond the last-level cache: into an array that is
- * still cached (a buffer rewritten in a loop), a streaming store must first
+/* Tables this large are written with streaming stores (kernels/rows.c),
+ * which skip the read-for-ownership of every line and do not evict the rest
+ * of the caches.  Only well beyond the last-level cache: into an array that
+ * is still cached (a buffer rewritten in a loop), a streaming store must first
  * evict its line, and on the AMD EPYC (Zen 4) we measured plain stores
  * faster up to 32 MB (encode(5000, 512, out=): 1.50x the fill instead of
  * 1.74x); at 256 MB streaming is even there (interleaved) or far ahead
