@@ -275,7 +275,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < NINPUTS; ++i) {
         if (c.home[i].target >= 0) place_home(&r, &c, i, kind[i]);
     }
-    for (int t = 0; t < c.ntargets; ++t) fill_target(&c.tg[t], c.plan.add || c.op == OP_ROTATE, &seed);
+    for (int t = 0; t < c.ntargets; ++t) fill_elements(&c.tg[t], c.plan.add || c.op == OP_ROTATE, &seed);
     if (c.source) c.plan.source = below(&r, 32) == 31 ? &c.tg[0].view /* out itself: invalid */ : &c.tg[1].view;
     install_homes(&c);
     for (int t = 0; t < c.ntargets; ++t) memcpy(c.tg[t].before, c.tg[t].buffer, c.tg[t].lay.size);

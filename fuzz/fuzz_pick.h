@@ -480,7 +480,7 @@ static void install_homes(call_t *c)
 /* ------------------------------------------------------------------ */
 /* Outputs. */
 
-static void fill_target(target *tg, int adding, uint64_t *seed)
+static void fill_elements(target *tg, int adding, uint64_t *seed)
 {
     tg->buffer = checked_malloc(tg->lay.size);
     tg->before = checked_malloc(tg->lay.size);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the fuzz target with the C library (csrc/ without the CPython
-# binding's csrc/python/: scripts/library.sh) under AddressSanitizer, UndefinedBehaviorSanitizer and
-# LeakSanitizer, with the release build's flags, and runs it:
+# binding's csrc/python/: csrc/library.sh) under AddressSanitizer,
+# UndefinedBehaviorSanitizer and LeakSanitizer, with the release build's
+# flags, and runs it:
 #   kernels   fuzz/fuzz_kernels.c   sinpe_run (sinpe.h), every knob of the plan: tables, adds,
 #                                   RoPE caches, grids, positions, padding, frequencies,
 #                                   dtypes, strides, inputs inside outputs, threads, cancel
@@ -38,8 +39,8 @@ done
 share=$(( seconds / ${#targets[@]} ))
 [ "$share" -ge 1 ] || share=1
 
-# shellcheck source=scripts/library.sh
-. "$root/scripts/library.sh"
+# shellcheck source=csrc/library.sh
+. "$root/csrc/library.sh"
 mapfile -t sources < <(library_sources "$root")
 # setup.py's flags (the code paths that ship), plus the sanitizers and -g.
 flags=(-O3 -std=c11 -ffp-contract=off -fno-math-errno -g -fno-omit-frame-pointer

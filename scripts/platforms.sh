@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The same output bits on every platform: builds the C library (csrc/
-# without the CPython binding's csrc/python/: scripts/library.sh) and scripts/platforms_check.c with the
-# release flags for every toolchain this Debian machine has, runs each
-# build, and holds its hash lines against the native gcc build's:
+# without the CPython binding's csrc/python/: csrc/library.sh) and
+# scripts/platforms_check.c with the release flags for every toolchain this
+# Debian machine has, runs each build, and holds its hash lines against the
+# native gcc build's:
 #
 #   native    gcc, glibc (the reference)
 #   clang     clang, glibc
@@ -70,8 +71,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# shellcheck source=scripts/library.sh
-. "$root/scripts/library.sh"
+# shellcheck source=csrc/library.sh
+. "$root/csrc/library.sh"
 mapfile -t sources < <(library_sources "$root")
 flags=(-O3 -std=c11 -ffp-contract=off -fno-math-errno -I"$root/csrc")
 
