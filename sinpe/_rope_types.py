@@ -33,8 +33,6 @@ from numpy.typing import NDArray
 
 __all__ = ["ROPE_TYPES", "rope_frequencies"]
 
-ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3", "proportional")
-
 # rope_theta when a dict leaves it out (transformers' RotaryEmbeddingConfigMixin.default_theta)
 DEFAULT_THETA = 10000.0
 
@@ -424,5 +422,8 @@ def _proportional(rope: _Parameters) -> tuple[NDArray[np.float64], float]:
     return rotated / factor, 1.0
 
 
+# The one table of rope types: each name transformers gives a type, and its formula.
+# ROPE_TYPES, the names alone, is read from it, so a new type is one entry here.
 _FORMULAS = {"default": _default, "linear": _linear, "dynamic": _dynamic, "yarn": _yarn,
              "longrope": _longrope, "llama3": _llama3, "proportional": _proportional}
+ROPE_TYPES = tuple(_FORMULAS)
