@@ -16,6 +16,7 @@ import doctest
 import importlib
 import io
 import os
+import pkgutil
 import re
 import shlex
 import subprocess
@@ -29,8 +30,17 @@ grab_code_blocks = require("mktestdocs").grab_code_blocks
 
 REPO = Path(__file__).resolve().parents[1]
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def package(name: str) -> list[str]:
+    """A package and every module under it, by name."""
+    root = importlib.import_module(name)
+    return [name, *(m.name for m in pkgutil.walk_packages(root.__path__, f"{name}."))]
+
+
 MODULES = ["sinpe", "sinpe._core", "sinpe._rope_types", "sinpe.plot", "sinpe.cli",
-           "sinpe.reference", "sinpe.bench", "sinpe.__main__"]  # sinpe.torch needs torch: test_torch_docstring_examples
+           "sinpe.reference", "sinpe.bench", "sinpe.__main__"]
+# sinpe.torch needs torch: test_torch_docstring_examples, test_patch_docstring_examples
 
 
 def doctests(module_name: str) -> list[doctest.DocTest]:
@@ -64,18 +74,19 @@ def test_docstring_examples(name, tmp_path):
 
 
 def test_torch_docstring_examples(torch, tmp_path):
-    tests = (doctests("sinpe.torch") + doctests("sinpe._torch_rotary")  # what sinpe.torch exports
-             + doctests("sinpe._rotary_embedding"))
-    assert {"sinpe._torch_rotary.rope_", "sinpe._torch_rotary.rope",
-            "sinpe._rotary_embedding.rope_cache"} <= {t.name for t in tests}
+    hf = package("sinpe.torch.hf")  # test_patch_docstring_examples
+    tests = [t for name in package("sinpe.torch") if name not in hf for t in doctests(name)]
+    assert {"sinpe.torch._rope.rope_", "sinpe.torch._rope.rope",
+            "sinpe.torch._caches.rope_cache"} <= {t.name for t in tests}
     for test in tests:
         run_doctest(test, tmp_path)
 
 
 @pytest.mark.needs("transformers")
 def test_patch_docstring_examples(torch, tmp_path):
-    tests = doctests("sinpe._transformers")  # sinpe.torch.patch, on a transformers model
-    assert "sinpe._transformers.patch" in {t.name for t in tests}
+    # sinpe.torch.patch, on a transformers model
+    tests = [t for name in package("sinpe.torch.hf") for t in doctests(name)]
+    assert "sinpe.torch.hf._patch.patch" in {t.name for t in tests}
     for test in tests:
         run_doctest(test, tmp_path)
 

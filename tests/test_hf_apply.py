@@ -4,7 +4,7 @@
   positional argument is ``unsqueeze_dim``; partial caches; ``k=None``; mixed
   dtypes) gives the bits, dtype, shape and strides of the HF function it stands
   for: Llama's for full-width caches, GPT-NeoX's for narrower ones.
-* Each form of ``sinpe._hf_forms`` (what ``sinpe.torch.patch`` swaps in) gives
+* Each form of ``sinpe.torch.hf._forms`` (what ``sinpe.torch.patch`` swaps in) gives
   the result of every family's own function it stands for, on random layouts of
   the query and key (transposed, sliced, size-1 dimensions, as attention modules
   make them), every dtype pair of tensors and caches, caches of HF's layout and
@@ -22,8 +22,9 @@ import pytest
 from conftest import bits, count_kernel_rotations, require_module, require_torch
 
 torch = require_torch()
-import sinpe._hf_forms as forms  # noqa: E402
 import sinpe.torch as st  # noqa: E402
+import sinpe.torch._tensors as tensors  # noqa: E402
+import sinpe.torch.hf._forms as forms  # noqa: E402
 
 
 def modeling(family: str):
@@ -45,7 +46,7 @@ def same(got, want) -> bool:
 def path(request, monkeypatch):
     """sinpe's kernel (CPU tensors), or torch's ops as on other devices (forced)."""
     if request.param == "torch":
-        monkeypatch.setattr(st, "_kernel_writes", lambda tensor: False)
+        monkeypatch.setattr(tensors, "_kernel_writes", lambda tensor: False)
     return request.param
 
 
@@ -223,7 +224,7 @@ def test_an_output_by_address_whose_size_would_overflow_is_declined():
     other case the kernel does not take."""
     from sinpe import _core
 
-    code = st._DTYPE_CODES[torch.float32]
+    code = tensors._DTYPE_CODES[torch.float32]
     cos, sin = (torch.randn(1, 1, 8) for _ in range(2))
     out = torch.zeros(1, 1, 1, 8)
     huge = (out.data_ptr(), (2**40, 2**40, 1, 8), (2**40 * 8, 8, 8, 1), code)
@@ -243,7 +244,7 @@ def test_caches_whose_size_would_overflow_are_declined():
     declined, nothing written, its strides compared without overflowing."""
     from sinpe import _core
 
-    code = st._DTYPE_CODES[torch.float32]
+    code = tensors._DTYPE_CODES[torch.float32]
     memory = lambda t: (t.data_ptr(), t.shape, t.stride(), code)  # noqa: E731
     cos = torch.randn(1, 1, 8)
     huge = (cos.data_ptr(), (2**40, 2**40, 8), (2**40 * 8, 8, 1), code)

@@ -34,7 +34,7 @@ import sinpe
 
 torch = require_torch()
 import sinpe.torch as st  # noqa: E402
-from sinpe import _rotary_embedding  # noqa: E402
+from sinpe.torch import _rotary_module  # noqa: E402
 
 pytestmark = pytest.mark.needs("transformers")
 
@@ -278,14 +278,14 @@ def test_tables_grow_geometrically_and_a_step_is_a_lookup(monkeypatch):
     def no_kernel(*args, **kwargs):
         raise AssertionError("a position the table holds was computed")
 
-    monkeypatch.setattr(_rotary_embedding, "rope_cache", no_kernel)
+    monkeypatch.setattr(_rotary_module, "rope_cache", no_kernel)
     monkeypatch.setattr(sinpe, "rope", no_kernel)
     for position in (0, 63, 299):
         cos, _ = module(x, torch.tensor([[position]]))
         assert cos.shape == (1, 1, 16)
     monkeypatch.undo()
     # past the limit of a table (here shrunk): computed for the call, the same values
-    monkeypatch.setattr(_rotary_embedding, "TABLE_BYTES", 1 << 10)
+    monkeypatch.setattr(_rotary_module, "TABLE_BYTES", 1 << 10)
     far = torch.tensor([[5, 100000]])
     assert_same(module(x, far), want(far, rotary.freq, 1.0, torch.float32))
     assert rows()[torch.float32] == 300
@@ -363,7 +363,7 @@ def test_exact_frequencies_and_without_transformers(monkeypatch):
                                                           torch.float32))
     # no family module (transformers absent, or a config of another library): the
     # double frequencies rounded to float32, which transformers' are within a few ulps of
-    monkeypatch.setattr(_rotary_embedding, "_family_module", lambda config: None)
+    monkeypatch.setattr(_rotary_module, "_family_module", lambda config: None)
     fallback = st.RotaryEmbedding(config)
     hf_freq, hf_scaling = freq_of(hf_module(config))
     assert np.array_equal(fallback.inv_freq.double().numpy(),

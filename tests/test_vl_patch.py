@@ -265,11 +265,11 @@ def test_decoding_with_a_kv_cache_gives_the_full_forwards_logits(family):
 def test_refuses_caches_of_other_sections(monkeypatch):
     """sinpe's module made with Qwen2-VL's contiguous rule for Qwen3-VL's interleaved
     module: the check at (3, B, L) positions whose rows differ refuses it."""
-    from sinpe import _vl_rotary
+    from sinpe.torch import _multi_axis
 
     model = build("qwen3_vl")
-    found = _vl_rotary.module_sections
-    monkeypatch.setattr(_vl_rotary, "module_sections",
+    found = _multi_axis.module_sections
+    monkeypatch.setattr(_multi_axis, "module_sections",
                         lambda *args: (found(*args)[0], "contiguous"))
     with pytest.raises(ValueError, match=r"refuses the qwen3_vl family: the rotary module "
                        r"model\.language_model\.rotary_emb .*not changed"):

@@ -33,7 +33,7 @@ torch = require_torch()
 transformers = require("transformers")
 import sinpe  # noqa: E402
 import sinpe.torch as st  # noqa: E402
-from sinpe import _vl_rotary  # noqa: E402
+from sinpe.torch import _multi_axis  # noqa: E402
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -108,7 +108,7 @@ def test_the_sections_are_the_modules(family):
     _, _, sections, layout = TEXT[family]
     assert (module.sections, module.sections_layout) == (sections, layout)
     # without transformers' module: the config's keys say the same
-    assert _vl_rotary.config_sections(config, 128) == (sections, layout)
+    assert _multi_axis.config_sections(config, 128) == (sections, layout)
     # a whole VL config stands for its text config
     whole = {"qwen2_vl": transformers.Qwen2VLConfig, "qwen2_5_vl": transformers.Qwen2_5_VLConfig,
              "qwen3_vl": transformers.Qwen3VLConfig,
@@ -308,7 +308,7 @@ VISION = {"qwen2_vl": ("Qwen2VLVisionRotaryEmbedding", transformers.Qwen2VLVisio
 def test_the_vision_stand_in_is_exact_at_each_patchs_row_and_column(family):
     name, make, sizes = VISION[family]
     hf = getattr(modeling(family), name)(make(**sizes))
-    axial = _vl_rotary.AxialRotary(hf)
+    axial = _multi_axis.AxialRotary(hf)
     steps = torch.arange(300)
     patches = torch.stack([steps // 17 * 31, steps % 17 * 43 + 1000], dim=1)  # (N, 2)
     got = axial(torch.zeros(1, dtype=torch.bfloat16), patches)

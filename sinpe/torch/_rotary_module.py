@@ -1,20 +1,20 @@
-"""sinpe.torch's RoPE caches and rotary module: ``rope_cache`` and ``RotaryEmbedding``,
-which :mod:`sinpe.torch` re-exports (use them from there).
+"""sinpe.torch's rotary module: ``RotaryEmbedding``, which :mod:`sinpe.torch`
+re-exports (use it from there).
 
-``rope_cache`` is ``sinpe.rope`` for torch: the caches written by the kernel into
-a CPU tensor's memory and moved once to the device.  ``RotaryEmbedding`` stands
-in for a transformers ``*RotaryEmbedding`` module: the frequencies and
-attention factor of the model (transformers' own float32 ones by default), the
-angles exact, and the ``(cos, sin)`` rows looked up in a table kept per layer
-type, device and dtype, so that a decoding step costs an index, not a cos and
-a sin.  transformers is imported lazily, by the functions that need it.
+``RotaryEmbedding`` stands in for a transformers ``*RotaryEmbedding`` module: the
+frequencies and attention factor of the model (transformers' own float32 ones by
+default), the angles exact, and the ``(cos, sin)`` rows looked up in a table kept
+per layer type, device and dtype (made by :func:`sinpe.torch._caches.rope_cache`),
+so that a decoding step costs an index, not a cos and a sin.  Multi-axis modules
+(vision-language text models) take their sections and caches from
+:mod:`sinpe.torch._multi_axis`.  transformers is imported lazily, by the functions
+that need it.
 """
 from __future__ import annotations
 
 import copy
 import importlib
 import math
-import operator
 import threading
 from collections import OrderedDict
 from typing import Any, Optional
@@ -25,10 +25,10 @@ import torch
 from torch import nn
 
 import sinpe
-from sinpe import _vl_rotary as _vl
 from sinpe._rope_types import rope_frequencies
-
-_base: Any = None  # sinpe.torch, set by sinpe.torch
+from sinpe.torch import _multi_axis as _vl
+from sinpe.torch._caches import rope_cache
+from sinpe.torch._tensors import _DTYPES, _SUPPORTED, _check_dtype, _device
 
 # A table covers positions 0 .. rows - 1 of one frequency set, in one dtype on one
 # device.  It grows geometrically as positions need, at first to the model's
@@ -39,124 +39,6 @@ _base: Any = None  # sinpe.torch, set by sinpe.torch
 # bits (a row's values depend only on its position and the frequencies).
 TABLE_BYTES = 64 << 20
 TABLES_KEPT = 8  # per layer type, least recently used out
-
-
-def rope_cache(
-    L: Optional[int],
-    d: int,
-    n: Optional[float] = None,
-    *,
-    offset: Optional[int] = None,
-    positions: object = None,
-    layout: str = "concatenated",
-    freq: object = None,
-    scale: float = 1.0,
-    dtype: Optional[torch.dtype] = None,
-    device: Any = None,
-    sections: object = None,
-    sections_layout: Optional[str] = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """RoPE caches ``(cos, sin)`` as tensors: ``sinpe.rope`` for PyTorch.
-
-    Arguments as ``sinpe.rope`` (``n`` defaults to 10000 unless ``freq`` is
-    given, ``offset`` to 0; ``positions``, ``freq`` and ``sections`` may be
-    tensors or arrays): rows are positions ``offset .. offset + L - 1``, or
-    ``positions`` (``L`` None; each result then has shape ``positions.shape +
-    (d,)``); each value is ``cos(p * w)`` or ``sin(p * w)`` with the angle in
-    double, times ``scale`` in double, rounded once to ``dtype`` (float16,
-    bfloat16, float32 or float64; default torch's default dtype).
-
-    With ``sections`` (multi-axis RoPE, as ``sinpe.rope``: Qwen2-VL's
-    ``mrope_section``, ``sections_layout="interleaved"`` for Qwen3-VL's) the
-    positions lead with one row per section (HF's ``position_ids`` of shape
-    ``(3, B, L)``), each frequency pair takes its angle from its section's row,
-    and the results have shape ``positions.shape[1:] + (d,)``.
-
-    ``device`` defaults to torch's default device.  The kernel writes the
-    caches into a new CPU tensor's own memory; they are moved to any other
-    device once.  On ``meta`` the caches are empty meta tensors (the arguments
-    are checked).  Bad arguments raise sinpe's ``TypeError``/``ValueError``
-    before anything is allocated.
-
-    >>> import torch, sinpe.torch
-    >>> cos, sin = sinpe.torch.rope_cache(4, 8, 500000.0, offset=10, dtype=torch.bfloat16)
-    >>> cos.shape, sin.dtype
-    (torch.Size([4, 8]), torch.bfloat16)
-    """
-    dtype = _base._check_dtype(torch.get_default_dtype() if dtype is None else dtype)
-    device = _base._device(device)
-    columns: dict[str, Any] = {"layout": layout, "scale": scale}
-    if n is not None:
-        columns["n"] = n
-    if freq is not None:
-        columns["freq"] = _host_array(freq, "freq")
-    rows: dict[str, Any] = {}
-    if positions is not None:
-        rows["positions"] = np.asarray(_host_array(positions, "positions"))
-    if offset is not None:
-        rows["offset"] = offset
-    if sections is not None or sections_layout is not None:
-        rows.update(_section_kwargs(sections, sections_layout))
-        shape_rows = _section_rows(L, d, columns, rows)
-    else:
-        # sinpe's own checks and messages, on calls of 0 columns' work: the columns'
-        # arguments on no rows, then L (or the positions) on a width-2 float16 cache
-        first: dict[str, Any] = {} if offset is None else {"offset": offset}
-        sinpe.rope(0 if L is None else _zero_like(L), d, **columns, **first)
-        shape_rows = sinpe.rope(L, 2, **rows, dtype=np.float16)[0].shape[:-1]
-    shape = (*shape_rows, operator.index(d))
-    target = device if device.type == "meta" else torch.device("cpu")
-    cos, sin = _base._empty(shape, dtype, target), _base._empty(shape, dtype, target)
-    if target.type != "meta" and cos.numel():
-        view = _base._kernel_view
-        sinpe.rope(L, d, **columns, **rows, out=(view(cos), view(sin)))
-    return _base._moved(cos, device), _base._moved(sin, device)
-
-
-def _section_kwargs(sections: object, sections_layout: Optional[str]) -> dict[str, Any]:
-    """``sections`` (a list, for a tensor or an array; as given otherwise, for sinpe's
-    checks) and ``sections_layout`` if given."""
-    from sinpe._torch_rotary import _host_sections
-
-    if isinstance(sections, np.ndarray):
-        sections = sections.tolist()
-    given: dict[str, Any] = {"sections": _host_sections(sections)}
-    if sections_layout is not None:
-        given["sections_layout"] = sections_layout
-    return given
-
-
-def _section_rows(L: Any, d: int, columns: dict[str, Any], rows: dict[str, Any]
-                  ) -> tuple[int, ...]:
-    """The rows' shape of caches with sections (``rows``: the positions and sections),
-    after sinpe's own checks and messages on calls of no columns' work: everything
-    but the positions' values on no rows (each section's row cut to length 0), then
-    the values on a width-2 float16 cache whose one pair takes the first row."""
-    positions, sections = rows.get("positions"), rows.get("sections")
-    if (positions is None or L is not None or positions.ndim == 0
-            or not isinstance(sections, (list, tuple)) or len(sections) != positions.shape[0]):
-        sinpe.rope(L, d, **columns, **rows)  # sinpe's error, raised before any work
-    assert positions is not None
-    empty = positions.reshape(positions.shape[0], -1)[:, :0]
-    sinpe.rope(None, d, **columns, **dict(rows, positions=empty))
-    first = (1,) + (0,) * (positions.shape[0] - 1)
-    one = sinpe.rope(None, 2, positions=positions, sections=first, dtype=np.float16)
-    return tuple(one[0].shape[:-1])
-
-
-def _zero_like(L: Any) -> Any:
-    """0 for an int L, L itself otherwise (so that sinpe names its wrong type)."""
-    try:
-        operator.index(L)
-    except TypeError:
-        return L
-    return 0
-
-
-def _host_array(value: object, name: str) -> object:
-    from sinpe._torch_rotary import _host_array as host
-
-    return host(value, name)
 
 
 # -- the rotary module --------------------------------------------------------------------
@@ -241,7 +123,7 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         _check_choice(frequencies, "frequencies", _FREQUENCIES)
         if device is not None:
-            _base._device(device)
+            _device(device)
         config = _text_config(config)
         hf = _family_module(config)
         self._setup(config, hf, frequencies, layer_type, layout, output_dtype)
@@ -300,7 +182,7 @@ class RotaryEmbedding(nn.Module):
         seen_layout, seen_dtype = _probe(hf, types[0]) if hf is not None else (None, None)
         self.layout = layout if layout is not None else seen_layout or "concatenated"
         _check_choice(self.layout, "layout", ("concatenated", "interleaved"))
-        self.output_dtype = (_base._check_dtype(output_dtype) if output_dtype is not None
+        self.output_dtype = (_check_dtype(output_dtype) if output_dtype is not None
                              else seen_dtype)
         # multi-axis RoPE (Qwen2-VL's, Qwen3-VL's): the sections the family's module uses
         width = 2 * len(first.freq)
@@ -365,8 +247,8 @@ class RotaryEmbedding(nn.Module):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
         dtype = self.output_dtype if self.output_dtype is not None else x.dtype
-        if dtype not in _base._DTYPES:
-            raise TypeError(f"x must have dtype {_base._SUPPORTED} (the caches' dtype), "
+        if dtype not in _DTYPES:
+            raise TypeError(f"x must have dtype {_SUPPORTED} (the caches' dtype), "
                             f"got {x.dtype}")
         if not isinstance(position_ids, torch.Tensor):
             raise TypeError("position_ids must be a torch.Tensor, got "
@@ -410,7 +292,8 @@ class RotaryEmbedding(nn.Module):
                           ) -> tuple[torch.Tensor, torch.Tensor]:
         """Multi-axis RoPE: ``(cos, sin)`` of shape ``(B, L, r)`` for ``position_ids`` of
         shape ``(3, B, L)`` (or ``(B, L)``, every axis alike, as transformers' modules
-        broadcast them), computed for the call (see :func:`sinpe._vl_rotary.section_caches`)."""
+        broadcast them), computed for the call
+        (see :func:`sinpe.torch._multi_axis.section_caches`)."""
         assert self.sections is not None and self.sections_layout is not None
         ids = _vl.broadcast_rows(position_ids)
         freq, scaling = rotary.freq, rotary.scaling
@@ -638,7 +521,3 @@ def _probe(hf: nn.Module, layer_type: Optional[str]) -> tuple[Optional[str], Opt
         torch.equal(cos[:half], cos[half:]))
     fixed = None if result[0].dtype is torch.float64 else result[0].dtype
     return ("interleaved" if interleaved else "concatenated"), fixed
-
-
-if _base is None:  # imported on its own: sinpe.torch imports this module and sets _base
-    import sinpe.torch  # noqa: F401,E402

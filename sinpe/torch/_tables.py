@@ -1,144 +1,44 @@
-"""PyTorch drop-in: the ``PositionalEncoding`` module of the tutorials, filled by sinpe.
+"""sinpe.torch's sinusoidal tables: ``encode``, ``add_`` and ``PositionalEncoding``,
+which :mod:`sinpe.torch` re-exports (use them from there).
 
-``import sinpe`` never imports torch; this module does, and needs it installed
-(the tests pin ``torch==2.13.0``; the README says how to get the CPU-only build).
-
-- :class:`PositionalEncoding` replaces the classes of The Annotated Transformer
-  (batch-first, buffer ``pe`` of shape ``(1, max_len, d_model)``) and of
-  pytorch/examples ``word_language_model`` (seq-first, ``(max_len, 1, d_model)``):
-  their ``state_dict`` loads with ``strict=True``.  It works with
-  ``torch.jit.script``, ``torch.jit.trace``, ``torch.compile``, ``torch.export``
-  and ONNX export, and builds under a default-device context (``meta`` too).
-- :func:`encode` returns the table as a tensor on any device.
-- :func:`add_` adds the table to a tensor in place, on any device.
-- :func:`rope_` applies rotary position embeddings (RoPE) to queries or keys in
-  place (inference), :func:`rope` out of place and differentiable (training),
-  and :func:`apply_rotary_pos_emb` is HF's function of that name, bit for bit,
-  without its temporaries, to patch into a model.
-- :func:`rope_cache` makes RoPE's ``(cos, sin)`` caches as tensors, and
-  :class:`RotaryEmbedding` stands in for a transformers model's rotary module
-  (every rope type, the model's frequencies, exact angles, kept tables; the
-  multi-axis sections of vision-language text models), and
-  :func:`apply_rotary_pos_emb_vision` is the vision towers' apply function of
-  Qwen2-VL, Qwen2.5-VL and Qwen3-VL, bit for bit.
-- :func:`patch` makes a loaded transformers model use both (its rotary modules
-  and its family's apply function), checked before it changes anything, undoable.
-
-Tables are computed in double precision by sinpe's C kernel on the CPU and
-rounded once to the tensor's dtype (float16, bfloat16, float32 or float64),
-written straight into the tensor's own memory.  Every invalid call raises
-``TypeError``, ``ValueError``, ``OverflowError`` or ``MemoryError`` before
-anything is written.
+The table of "Attention Is All You Need" as a tensor (:func:`encode`), added to
+a tensor in place (:func:`add_`: the kernel on the tensor's own CPU memory,
+torch's ops with a kept table elsewhere), and the tutorials' module
+(:class:`PositionalEncoding`).  Built on the tensor helpers of
+:mod:`sinpe.torch._tensors`; ``_kernel_writes`` is read there at each call, so
+that the tests can force torch's path.
 """
 
 import collections
 import operator
-import sys
 import threading
-from typing import Any, Callable, Optional, Union
+from typing import Callable, Optional
 
 import numpy as np
-from numpy.typing import NDArray
+import torch
+from torch import nn
 
 import sinpe
 from sinpe import _core
-
-try:
-    import torch
-    from torch import nn
-except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
-    raise ImportError(
-        "sinpe.torch needs PyTorch, which is not installed: "
-        "pip install torch==2.13.0 (sinpe itself works without it)"
-    ) from exc
-
-from sinpe._openmp import share_torch_threads  # noqa: E402
-
-# Large calls run on torch's own OpenMP threads from now on (sinpe/_openmp.py).
-share_torch_threads(torch)
-
-__all__ = ["PositionalEncoding", "RotaryEmbedding", "add_", "apply_rotary_pos_emb",
-           "apply_rotary_pos_emb_vision", "encode", "patch", "rope", "rope_", "rope_cache"]
+from sinpe.torch import _tensors
+from sinpe.torch._tensors import (
+    _DTYPE_CODES,
+    _DTYPES,
+    _SUPPORTED,
+    Device,
+    _check_dtype,
+    _device,
+    _empty,
+    _increment_versions,
+    _kernel_view,
+    _moved,
+)
 
 # Typed names for forward (TorchScript reads "# type:" comments inside it).
 _is_scripting: Callable[[], bool] = torch.jit.is_scripting  # type: ignore[attr-defined]
 _is_tracing: Callable[[], bool] = torch.jit.is_tracing  # type: ignore[attr-defined]
 
-Device = Union[str, torch.device]
-
-_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-_SUPPORTED = "torch.float16, torch.bfloat16, torch.float32 or torch.float64"
-# sinpe_dtype's codes (csrc/sinpe.h), for the kernel's entry on tensor memory;
-# the names below are looked up once: a decode step's add takes ~2 us
-_DTYPE_CODES = {torch.float16: 0, torch.float32: 1, torch.float64: 2, torch.bfloat16: 3}
 _STRIDED = torch.strided
-_PLAIN_TENSORS = (torch.Tensor, nn.Parameter)
-_is_functorch_wrapped: Callable[[torch.Tensor], bool] = (
-    torch._C._functorch.is_functorch_wrapped_tensor)
-_is_functional: Callable[[torch.Tensor], bool] = torch._is_functional_tensor
-# torch.autograd.graph.increment_version's own call, without its Python frame
-_increment_versions: Callable[[tuple[torch.Tensor, ...]], None] = getattr(
-    torch._C, "_increment_version", torch.autograd.graph.increment_version)
-
-# The kernel's view of a torch half-type tensor: the tensor's own memory, with
-# NumPy dtype metadata naming the torch element type, so that sinpe stores
-# bfloat16 (which NumPy lacks) and computes add_ with torch's rule for half
-# types (each operation in float32, the scale rounded to float32).
-_FLOAT16_VIEW = np.dtype(np.float16, metadata={"sinpe": "torch.float16"})
-_BFLOAT16_VIEW = np.dtype(np.int16, metadata={"sinpe": "torch.bfloat16"})
-
-
-def _kernel_view(tensor: torch.Tensor) -> NDArray[Any]:
-    """A NumPy array over ``tensor``'s own memory, as sinpe's kernel reads and writes it.
-
-    ``tensor`` is a strided CPU tensor of one of the four dtypes, without the
-    negative or conjugate bit.  float32/float64: ``tensor.numpy()``; float16
-    and bfloat16: the same memory with a dtype whose metadata names the torch
-    type.  Writing through the view writes the tensor, bypassing autograd.
-    """
-    tensor = tensor.detach()
-    if tensor.dtype is torch.bfloat16:
-        return tensor.view(torch.int16).numpy().view(_BFLOAT16_VIEW)
-    array = tensor.numpy()
-    if tensor.dtype is torch.float16:
-        return array.view(_FLOAT16_VIEW)
-    return array
-
-
-def _kernel_writes(tensor: torch.Tensor) -> bool:
-    """Whether :func:`add_` hands ``tensor`` to the kernel (else torch's own ops write it).
-
-    The kernel writes plain CPU memory: a CPU tensor of class ``torch.Tensor``
-    (or an ``nn.Parameter``) whose memory holds its values, i.e. not a
-    negative or conjugate view, nor a wrapper without memory of its own
-    (``torch.vmap``'s batched tensors, functionalized tensors).  Tests force
-    torch's path on the CPU by replacing this function.
-    """
-    return (
-        tensor.is_cpu
-        and type(tensor) in _PLAIN_TENSORS
-        and not tensor.is_neg()  # (the conjugate bit exists only on complex dtypes)
-        and not _is_functorch_wrapped(tensor)
-        and not _is_functional(tensor)
-    )
-
-
-def _check_dtype(dtype: object) -> torch.dtype:
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype must be a torch.dtype ({_SUPPORTED}), got {dtype!r}")
-    if dtype not in _DTYPES:
-        raise TypeError(f"dtype must be {_SUPPORTED}, got {dtype}")
-    return dtype
-
-
-def _device(device: Optional[Device]) -> torch.device:
-    """``device`` as a torch.device; None is torch's default device (a context counts)."""
-    if device is None:
-        return torch.get_default_device()
-    try:
-        return torch.device(device)
-    except RuntimeError as exc:  # an unknown device string
-        raise ValueError(f"device={device!r} is not a torch device: {exc}") from None
 
 
 def _check_table(L: int, d: int, n: float, offset: int) -> None:
@@ -151,35 +51,6 @@ def _check_table(L: int, d: int, n: float, offset: int) -> None:
     """
     sinpe.encode(0, d, n, offset=offset)
     sinpe.encode(L, 1, n, offset=offset, dtype=np.float16)
-
-
-def _empty(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """``torch.empty`` raising OverflowError/MemoryError instead of torch's RuntimeError."""
-    size = dtype.itemsize
-    for extent in shape:
-        size *= extent
-    if size > sys.maxsize:
-        raise OverflowError(
-            f"a tensor of shape {shape} and dtype {dtype} ({size} bytes) is too large to represent"
-        )
-    try:
-        return torch.empty(shape, dtype=dtype, device=device)
-    except RuntimeError as exc:
-        raise MemoryError(
-            f"cannot allocate a {dtype} tensor of shape {shape} on {device}: {exc}"
-        ) from None
-
-
-def _moved(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """``tensor.to(device)``, with torch's failures as MemoryError/ValueError."""
-    if tensor.device == device:
-        return tensor
-    try:
-        return tensor.to(device)
-    except torch.OutOfMemoryError as exc:
-        raise MemoryError(f"cannot allocate the table on {device}: {exc}") from None
-    except (RuntimeError, AssertionError) as exc:  # e.g. "Torch not compiled with CUDA enabled"
-        raise ValueError(f"cannot place the table on device {device}: {exc}") from None
 
 
 def _table(
@@ -329,7 +200,7 @@ def add_(
     code = _DTYPE_CODES.get(tensor.dtype) if isinstance(tensor, torch.Tensor) else None
     if code is None or tensor.layout is not _STRIDED or tensor.requires_grad or tensor.is_inference():
         _check_writable(tensor)
-    if _kernel_writes(tensor):
+    if _tensors._kernel_writes(tensor):
         # the tensor's memory straight to the kernel: a NumPy view of it
         # would cost more than a decode step's whole add
         # (code is not None here: _check_writable raised for any other dtype)
@@ -481,7 +352,7 @@ class PositionalEncoding(nn.Module):
         rows = self.pe.select(0 if self.batch_first else 1, 0)  # (max_len, d_model)
         if rows.device.type == "meta":
             return
-        if _kernel_writes(rows):
+        if _tensors._kernel_writes(rows):
             sinpe.encode(self.max_len, self.d_model, self.n, out=_kernel_view(rows))
             torch.autograd.graph.increment_version(rows)
         else:
@@ -521,25 +392,3 @@ class PositionalEncoding(nn.Module):
         dtype = x.dtype if x.is_floating_point() else table.dtype
         out: torch.Tensor = self.dropout(x + table.to(device=x.device, dtype=dtype))
         return out
-
-
-# Rotary embeddings (rope_, rope, apply_rotary_pos_emb) live in their own
-# module, which reads this module's helpers (_kernel_writes, _kernel_view, ...)
-# at each call: it gets this module here, once they are all defined.
-from sinpe import _torch_rotary  # noqa: E402
-
-_torch_rotary._base = sys.modules[__name__]
-from sinpe._torch_rotary import (  # noqa: E402
-    apply_rotary_pos_emb,
-    apply_rotary_pos_emb_vision,
-    rope,
-    rope_,
-)
-
-from sinpe import _rotary_embedding  # noqa: E402
-
-_rotary_embedding._base = sys.modules[__name__]
-from sinpe._rotary_embedding import RotaryEmbedding, rope_cache  # noqa: E402
-
-# patch(model): transformers models with sinpe's RoPE (imports no transformers itself)
-from sinpe._transformers import patch  # noqa: E402

@@ -10,7 +10,7 @@ interleaved rule), so the apply function is the plain Llama one.  sinpe's
 ``sections=``: this module finds the sections a transformers module uses
 (:func:`module_sections`, by calling it), and computes a call's caches
 (:func:`section_caches`).  Their vision towers' apply function is
-``sinpe._torch_rotary.apply_rotary_pos_emb_vision``.
+:func:`sinpe.torch.apply_rotary_pos_emb_vision` (:mod:`sinpe.torch._apply`).
 
 Their vision towers use axial 2-D RoPE: ``*VisionRotaryEmbedding`` maps a patch's
 ``(row, column)`` positions (``position_ids`` of shape ``(N, 2)``) to float32
@@ -30,22 +30,11 @@ import torch
 from torch import nn
 
 import sinpe
-
-_base: Any = None  # sinpe.torch, set by the first call (see _torch_base)
+from sinpe.torch._caches import rope_cache
+from sinpe.torch._tensors import _DTYPES, _SUPPORTED, _empty, _kernel_view
 
 # transformers' text modules broadcast position_ids to this many rows: time, height, width
 AXES = 3
-
-
-def _torch_base() -> Any:
-    """sinpe.torch (its helpers), looked up by the first call: sinpe.torch imports
-    this module (through sinpe._rotary_embedding) before it is complete."""
-    global _base
-    if _base is None:
-        import sinpe.torch
-
-        _base = sinpe.torch
-    return _base
 
 
 # -- the text module's sections ------------------------------------------------------------
@@ -132,21 +121,18 @@ def section_caches(position_ids: torch.Tensor, freq: NDArray[np.float64], scalin
     are the two halves of one tensor (one allocation): each is C-contiguous."""
     width = 2 * len(freq)
     if device.type != "cpu":
-        from sinpe._rotary_embedding import rope_cache
-
         return rope_cache(None, width, positions=position_ids, freq=freq, scale=scaling,
                           layout=layout, sections=sections, sections_layout=sections_layout,
                           dtype=dtype, device=device)
-    base = _torch_base()
-    if dtype not in base._DTYPES:
-        raise TypeError(f"the caches' dtype must be {base._SUPPORTED}, got {dtype}")
-    both = base._empty((2, *position_ids.shape[1:], width), dtype, device)
+    if dtype not in _DTYPES:
+        raise TypeError(f"the caches' dtype must be {_SUPPORTED}, got {dtype}")
+    both = _empty((2, *position_ids.shape[1:], width), dtype, device)
     if both.numel():
         ids = position_ids.detach()
         if ids.is_floating_point():  # (float16 and bfloat16 have no NumPy dtype)
             ids = ids.to(torch.float64)
         view = both.numpy() if dtype in (torch.float32, torch.float64) else (
-            base._kernel_view(both))
+            _kernel_view(both))
         sinpe.rope(None, width, positions=ids.cpu().numpy(), freq=freq, scale=scaling,
                    layout=cast(Any, layout), sections=sections,
                    sections_layout=cast(Any, sections_layout), out=(view[0], view[1]))
@@ -189,8 +175,6 @@ class AxialRotary:
 
     def __call__(self, x: torch.Tensor, position_ids: torch.Tensor
                  ) -> tuple[torch.Tensor, torch.Tensor]:
-        from sinpe._rotary_embedding import rope_cache
-
         if not isinstance(position_ids, torch.Tensor) or position_ids.dim() != 2 or (
                 position_ids.shape[1] != 2):
             got = (tuple(position_ids.shape) if isinstance(position_ids, torch.Tensor)

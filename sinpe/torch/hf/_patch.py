@@ -3,10 +3,10 @@
 :func:`patch` makes a model's rotary embeddings exact (angles in double, rounded
 once) and its apply function sinpe's kernel, and hands back a :class:`Patch` whose
 ``undo()`` restores everything.  It knows each family's apply form (FAMILIES) and
-checks every swap on random inputs before it changes anything: it is never silently
-wrong, it refuses.  transformers is never imported here: its modules are reached
-through the model's own classes.  (The forms and the checks are imported when
-``patch`` runs: sinpe.torch imports this module.)
+checks every swap on random inputs before it changes anything (the checks:
+:mod:`sinpe.torch.hf._checks`; the forms: :mod:`sinpe.torch.hf._forms`): it is never
+silently wrong, it refuses.  transformers is never imported here: its modules are
+reached through the model's own classes.
 
 What is swapped, and why there:
 - The rotary module (``model.model.rotary_emb``, one per model): its ``forward`` is
@@ -19,7 +19,7 @@ What is swapped, and why there:
   GPT-J and CodeGen have no rotary module: each attention module keeps a table of
   sin and cos (``embed_positions``), replaced by sinpe's exact one.  A vision
   tower's axial rotary module (rope type "axial": ``model.model.visual.rotary_pos_emb``)
-  gets :class:`sinpe._vl_rotary.AxialRotary`'s forward the same way.
+  gets :class:`sinpe.torch._multi_axis.AxialRotary`'s forward the same way.
 - The apply function: transformers' attention calls the modeling module's global
   (``modeling_llama.apply_rotary_pos_emb``) at each forward; in transformers 5,
   ``use_kernelized_func`` only registers the function for the ``kernels`` package
@@ -37,8 +37,16 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+import numpy as np
 import torch
 from torch import nn
+
+import sinpe
+from sinpe.torch._multi_axis import AxialRotary
+from sinpe.torch._rotary_module import RotaryEmbedding
+from sinpe.torch._tensors import _round_once
+from sinpe.torch.hf import _checks as checks
+from sinpe.torch.hf import _forms as _hf_forms
 
 # -- families ---------------------------------------------------------------------------
 
@@ -46,7 +54,7 @@ from torch import nn
 @dataclass(frozen=True)
 class _Family:
     """How one modeling module of transformers applies RoPE: its apply globals and the
-    sinpe form (sinpe._hf_forms) that reproduces each, and where its caches come from:
+    sinpe form (sinpe.torch.hf._forms) that reproduces each, and where its caches come from:
     "module" (a ``*RotaryEmbedding`` module, whose forward sinpe's RotaryEmbedding
     replaces: it gives the caches' layout and dtype as the family's module does, e.g.
     OLMo's float32 and Cohere's pairwise ones) or "table" (GPT-J: each attention
@@ -188,7 +196,7 @@ def patch(model: nn.Module, *, frequencies: str = "model") -> Patch:
     The model's rotary modules give sinpe's caches (angles in double, rounded once:
     :class:`sinpe.torch.RotaryEmbedding`, ``frequencies`` as there) and its family's
     apply function is sinpe's kernel with HF's bits.  Each family's apply form is
-    known (``sinpe._transformers.FAMILIES``): the Llama formula, partial rotary
+    known (``sinpe.torch.hf.FAMILIES``): the Llama formula, partial rotary
     inside (GPT-NeoX, Phi-3), interleaved pairs (Cohere, GLM), DeepSeek-V3's
     interleaved-in, half-split-out, GPT-J's ``(tensor, sin, cos)`` with its sin/cos
     table, results cast back to the input's dtype (OLMo).  Vision-language models
@@ -259,9 +267,6 @@ class _Plan:
     device: torch.device
 
     def verify(self) -> None:
-        from sinpe import _hf_forms
-        from sinpe import _patch_checks as checks
-
         for item in self.rotary:
             checks.check_rotary(item.family, item.name, item.module, item.forward)
         for entry in self.tables:
@@ -275,8 +280,6 @@ class _Plan:
                                   getattr(_hf_forms, form), form, self.dtype, self.device)
 
     def apply(self) -> Patch:
-        from sinpe import _hf_forms
-
         undo = _Undo()
         handle = Patch(sorted({f for f, _, _, _ in self.functions}),
                        [f"{m.__name__}.{n}" for _, m, n, _ in self.functions],
@@ -367,13 +370,10 @@ def _sinpe_forward(module: nn.Module, frequencies: str) -> Callable[..., Any]:
     (:meth:`sinpe.torch.RotaryEmbedding.from_module`: its config, frequencies, attention
     factor, and the layout and dtype of the caches it returns, e.g. OLMo's float32 and
     Cohere's pairwise ones, and a vision-language text module's sections), or for a
-    vision tower's axial module (rope type "axial") :class:`sinpe._vl_rotary.AxialRotary`."""
+    vision tower's axial module (rope type "axial")
+    :class:`sinpe.torch._multi_axis.AxialRotary`."""
     if getattr(module, "rope_type", None) == "axial":
-        from sinpe._vl_rotary import AxialRotary
-
         return AxialRotary(module, frequencies)
-    from sinpe.torch import RotaryEmbedding
-
     forward: Callable[..., Any] = RotaryEmbedding.from_module(
         module, frequencies=frequencies).forward
     return forward
@@ -383,11 +383,6 @@ def _exact_table(table: torch.Tensor) -> torch.Tensor:
     """GPT-J's ``embed_positions`` (``cat(sin, cos)`` of ``p * w`` for rows p, the
     frequencies ``w`` of its ``create_sinusoidal_positions``, float32) with the angles
     exact: in double, rounded once to the table's dtype."""
-    import numpy as np
-
-    import sinpe
-    from sinpe._torch_rotary import _round_once
-
     rows, width = table.shape
     inv_freq = 1.0 / (10000 ** (torch.arange(0, width, 2, dtype=torch.int64) / width).float())
     cos, sin = sinpe.rope(rows, width, freq=inv_freq.double().numpy(), dtype=np.float64)

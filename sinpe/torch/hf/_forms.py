@@ -3,8 +3,9 @@
 Every family of transformers 5 applies its caches with one formula, ``x * cos +
 rot(x) * sin``, written a few ways; each function here reproduces one of them
 (the same arguments, the same result: bits, dtype, shape and strides), built
-from sinpe.torch's helpers (``_torch_rotary``), so that the kernel writes each
-rotated element once on the CPU and torch's expression runs elsewhere:
+from the helpers of HF's apply functions (:mod:`sinpe.torch._apply`), so that the
+kernel writes each rotated element once on the CPU and torch's expression runs
+elsewhere:
 
 - ``llama``: ``(q, k, cos, sin, unsqueeze_dim=1)``, all features rotated:
   :func:`sinpe.torch.apply_rotary_pos_emb` itself (Llama, Mistral, Qwen2/3,
@@ -35,7 +36,7 @@ from typing import Optional
 
 import torch
 
-from sinpe._torch_rotary import (
+from sinpe.torch._apply import (
     _cache_views,
     _hf_partial,
     _hf_rotation,
