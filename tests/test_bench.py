@@ -12,44 +12,49 @@ import sys
 import pytest
 
 import sinpe
-import sinpe._bench_rotary as bench_rotary
 import sinpe.bench as bench
+import sinpe.bench._machine as machine
+import sinpe.bench._main as bench_main
+import sinpe.bench._rope as bench_rope
+import sinpe.bench._rotary as bench_rotary
+import sinpe.bench._sections as bench_sections
 from conftest import optional, require
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def test_first_line_names_the_cpu_and_the_simd_level(monkeypatch, capsys):
-    monkeypatch.setattr(bench, "_variant_cases", lambda quick: [])  # the header alone
+    monkeypatch.setattr(bench_main, "_variant_cases", lambda quick: [])  # the header alone
     assert bench.main(["--variants", "--quick"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
-    assert first.startswith(f"CPU: {bench._cpu_model()},")
-    assert f"at {bench._simd_label()}," in first
-    assert bench._simd_label() in {"AVX-512 with AVX512_BF16", "AVX-512", "AVX2",
+    assert first.startswith(f"CPU: {machine._cpu_model()},")
+    assert f"at {machine._simd_label()}," in first
+    assert machine._simd_label() in {"AVX-512 with AVX512_BF16", "AVX-512", "AVX2",
                                    "x86-64 baseline (SSE2)", "NEON"}
 
 
 def test_first_line_names_torchs_level_where_torch_is_loaded(monkeypatch, capsys, torch):
     """Timed against torch, the line says which level torch's ops run at too."""
-    monkeypatch.setattr(bench, "_hot_path", lambda quick, torch_module: ([], [], []))
-    monkeypatch.setattr(bench, "_print_hot_path", lambda *a: None)
+    monkeypatch.setattr(bench_main, "_hot_path", lambda quick, torch_module: ([], [], []))
+    monkeypatch.setattr(bench_main, "_print_hot_path", lambda *a: None)
     assert bench.main(["--hot-path", "--quick"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     level = torch.backends.cpu.get_cpu_capability()
-    assert f"at {bench._simd_label()}, torch's ops at {level}, " in first
+    assert f"at {machine._simd_label()}, torch's ops at {level}, " in first
 
 
 def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsys, torch):
     """--rope: one row per case and thread count (the timings stubbed: quick)."""
-    import sinpe._bench_pool as pool
+    import sinpe.bench._pool as pool
 
-    monkeypatch.setattr(bench, "blocks_in_turn", lambda timers, *a, **k: {n: 1e-3 for n in timers})
+    monkeypatch.setattr(bench_main, "blocks_in_turn",
+                        lambda timers, *a, **k: {n: 1e-3 for n in timers})
     monkeypatch.setattr(pool, "alternated", lambda ours, theirs, seconds: {"ours": 2e-3,
                                                                            "theirs": 1e-3})
     assert bench.main(["--rope", "--quick"]) == 0
     out = capsys.readouterr().out
     threads = sorted({1, sinpe.get_num_threads()})
-    for shape, axis, dtype, _ in bench.ROPE_CASES:
+    for shape, axis, dtype, _ in bench_rope.ROPE_CASES:
         label = f"rope_ {tuple(shape)} {dtype}" + (" axis=1" if axis == 1 else "")
         assert out.count(label + " ") == 2 * len(threads) if label in ALTERNATED else len(
             threads), (label, out)
@@ -63,7 +68,7 @@ def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsy
             for dtype in bench_rotary.DTYPES:
                 assert out.count(f"{label} {dtype} ") == len(threads), (label, out)
     sections = out.split("multi-axis RoPE")[1]
-    for shape, dtype in bench.SECTION_CASES:
+    for shape, dtype in bench_sections.SECTION_CASES:
         assert sections.count(f"rope_ {tuple(shape)} {dtype} ") == len(threads), (shape, out)
 
 
@@ -74,7 +79,7 @@ ALTERNATED = {f"rope_ (1, 32, 2048, 128) {dtype}" for dtype in ("float32", "bflo
 def test_alternation_and_neighbour_rows(capsys):
     """Call by call with torch's op: one row per pair and thread count, each with both
     medians; beside a busy neighbour: one row per case, one thread and all."""
-    import sinpe._bench_pool as pool
+    import sinpe.bench._pool as pool
     torch = require("torch")
     threads = sinpe.get_num_threads()
     pairs = pool.add_pairs(torch, [((2, 16, 32), -2), ((16, 2, 32), 0)])
@@ -118,10 +123,10 @@ def test_floor_script_times_every_loop_and_both_formulas_keep_the_float32_promis
 
 
 def test_hot_path_section_times_every_case_on_one_and_all_threads(monkeypatch, capsys):
-    """The hot path section (bench.py's, here with small shapes): every add_ shape
+    """The hot path section (sinpe/bench/_hot.py's, here with small shapes): every add_ shape
     batch-first and seq-first, float32 and bfloat16 through sinpe.torch, on one
     thread and on all, the decode step, and the compute-bound tables."""
-    import sinpe._bench_hot as hot
+    import sinpe.bench._hot as hot
     torch = require("torch")
     monkeypatch.setattr(hot, "ADD_SHAPES", [((2, 16, 32), -2), ((16, 2, 32), 0)])
     monkeypatch.setattr(hot, "TABLES", [(64, 32)])

@@ -39,7 +39,7 @@ def package(name: str) -> list[str]:
 
 
 MODULES = ["sinpe", "sinpe._core", "sinpe._rope_types", "sinpe.plot", "sinpe.cli",
-           "sinpe.reference", "sinpe.bench", "sinpe.__main__"]
+           "sinpe.reference", *package("sinpe.bench"), "sinpe.__main__"]
 # sinpe.torch needs torch: test_torch_docstring_examples, test_patch_docstring_examples
 
 

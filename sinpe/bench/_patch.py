@@ -5,7 +5,7 @@ One randomly initialised ``LlamaForCausalLM`` (4 layers, hidden size 512, 8 head
 and a decoding step at position 1024 (one token after a KV cache of 1024, the cache
 cropped back after each step).  The same model object is timed unpatched and under
 ``sinpe.torch.patch`` (entered around each of its blocks, outside the timing: the
-blocks take turns, sinpe/_bench_hot.py), on one thread and on all.  The apply
+blocks take turns, sinpe/bench/_timing.py), on one thread and on all.  The apply
 function's global is HF's again between sinpe's blocks, so HF's blocks run HF's code.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List
 
 import sinpe
-from sinpe._bench_hot import _us, print_rows
+from sinpe.bench._timing import _us, print_rows
 
 SMALL_LLAMA: Dict[str, Any] = dict(vocab_size=2048, hidden_size=512, intermediate_size=1408,
                    num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,

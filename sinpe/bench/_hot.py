@@ -4,25 +4,17 @@
 and on all, against torch's ``x.add_(pe)`` with ``pe`` precomputed (torch's
 threads = sinpe's threads) and NumPy's ``np.add(x, pe, out=x)``; the same
 through ``sinpe.torch.add_`` (float32 and bfloat16); a decode step; and the
-tables whose making is compute-bound, on all threads against one.
-
-Contenders are timed in blocks that take turns (a block of one, a pause, a
-block of the other, ...; each round starts with the next contender): calls
-alternated one by one would let one library's spinning worker threads
-(torch's OpenMP pool, sinpe's helpers polling for the next call) steal the
-cores the other is timed on.  Figures are medians of the blocks' per-call
-times.
+tables whose making is compute-bound, on all threads against one.  Contenders
+are timed in blocks that take turns (:func:`sinpe.bench._timing.blocks_in_turn`).
 """
 from __future__ import annotations
 
-import contextlib
-import statistics
-import time
-from typing import Any, Callable, ContextManager, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
 import sinpe
+from sinpe.bench._timing import _us, blocks_in_turn, print_rows
 
 # (shape, position axis): batch-first (B, L, d) and seq-first (L, B, d)
 ADD_SHAPES = [
@@ -32,36 +24,6 @@ ADD_SHAPES = [
 # tables whose making is compute-bound: (L, d) of encode(out=), and of rope(out=)
 TABLES = [(5000, 512), (65536, 1024)]
 ROPE = (4096, 128)
-
-
-def blocks_in_turn(timers: Dict[str, Callable[[], object]], rounds: int, seconds: float,
-                   contexts: Optional[Dict[str, Callable[[], ContextManager[Any]]]] = None
-                   ) -> Dict[str, float]:
-    """Median per-call seconds of each timer, timed in blocks that take turns;
-    a block lasts about `seconds` / (rounds * timers) (at least one call).
-    `contexts` gives a timer a context manager entered around each of its blocks
-    (and its warm-up), outside the timing: sinpe.torch.patch for a patched model."""
-    around = contexts or {}
-    per_block = seconds / (rounds * len(timers))
-    calls = {}
-    for name, fn in timers.items():  # warm-up, and how many calls fill a block
-        with around.get(name, contextlib.nullcontext)():
-            fn()
-            t0 = time.perf_counter()
-            fn()
-            calls[name] = max(1, min(10000, int(per_block / max(time.perf_counter() - t0, 1e-7))))
-    samples: Dict[str, List[float]] = {name: [] for name in timers}
-    names = list(timers)
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:  # each goes first in turn
-            fn = timers[name]
-            with around.get(name, contextlib.nullcontext)():
-                time.sleep(0.005)  # the other contender's spinning threads go to sleep
-                t0 = time.perf_counter()
-                for _ in range(calls[name]):
-                    fn()
-                samples[name].append((time.perf_counter() - t0) / calls[name])
-    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def _with_threads(threads: int, torch: Any) -> None:
@@ -149,19 +111,6 @@ def hot_path_cases(quick: bool, torch: Optional[Any], seconds: Optional[float] =
     return results
 
 
-def print_rows(rows: List[List[str]], file: Any) -> None:
-    """A table: the first row is the header, columns padded to their widest cell."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for n, row in enumerate(rows):
-        print(" | ".join(c.ljust(w) for c, w in zip(row, widths)), file=file)
-        if n == 0:
-            print("-+-".join("-" * w for w in widths), file=file)
-
-
-def _us(seconds: float) -> str:
-    return f"{seconds * 1e6:.1f} us" if seconds < 1e-3 else f"{seconds * 1e3:.2f} ms"
-
-
 def print_hot_path(results: List[Dict[str, Any]], file: Any) -> None:
     """One row per case and thread count: times, the ratios to torch, and all
     threads against one (>1 would mean more threads are slower)."""
@@ -190,4 +139,3 @@ def print_hot_path(results: List[Dict[str, Any]], file: Any) -> None:
                      f"{t['sinpe.torch'] / t['torch']:.2f}x" if "sinpe.torch" in t and "torch" in t
                      else "-", all_over_one])
     print_rows(rows, file)
-

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List
 
+from sinpe.bench._timing import _us, print_rows
+
 SHAPES = {"q": (1, 32, 1, 128), "k": (1, 8, 1, 128), "cos": (1, 1, 128)}
 
 
@@ -41,8 +43,6 @@ def decode_cases(quick: bool, torch: Any, blocks_in_turn: Callable[..., Dict[str
 
 
 def print_decode(results: List[Dict[str, Any]], file: Any) -> None:
-    from sinpe._bench_hot import _us, print_rows
-
     print(f"\ndecoding step (q {SHAPES['q']}, k {SHAPES['k']}, position 2047), one thread: "
           "rope_ against q.mul_(1.0); apply_rotary_pos_emb of q and k against q.mul(1.0) and "
           "k.mul(1.0); margins = sinpe's time - torch's op's", file=file)

@@ -11,7 +11,7 @@ positions), with float32 and bfloat16 hidden states, on one thread and on all.
 sinpe's table is made by the warm-up call (its one-time cost is reported apart,
 ``first call``; multi-axis caches keep no table); the timed calls are what every
 later forward costs.  The contenders are timed in blocks of calls taken in turn
-(sinpe/_bench_hot.py), medians.
+(sinpe/bench/_timing.py), medians.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import time
 from typing import Any, Callable, Dict, List
 
 import sinpe
+from sinpe.bench._timing import _format_time, print_rows
 
 # (label, positions: decode = the one position 2047, prefill = 0 .. 2047)
 CASES = [("decode step", "decode"), ("prefill 2048", "prefill")]
@@ -44,7 +45,7 @@ def _vl_positions(kind: str) -> Any:
 def rotary_module_cases(quick: bool, blocks_in_turn: Callable[..., Dict[str, float]]
                         ) -> List[Dict[str, Any]]:
     """Medians of RotaryEmbedding.forward and HF's forward per case, timed by
-    ``blocks_in_turn`` (sinpe/_bench_hot.py's); [] without transformers."""
+    ``blocks_in_turn`` (sinpe/bench/_timing.py's); [] without transformers."""
     try:
         import torch
         from transformers import LlamaConfig, Qwen2VLTextConfig
@@ -106,16 +107,10 @@ def print_rotary_module(results: List[Dict[str, Any]], file: Any) -> None:
           "config, head_dim 128) and Qwen2VLRotaryEmbedding (M-RoPE: Qwen2-VL 7B text config, "
           "position_ids (3, 1, L)), forward only; medians of blocks taken in turn; first call "
           "= sinpe's table of 131072 positions, made once (M-RoPE: no table)", file=file)
-    from sinpe.bench import _format_time
-
     rows = [["case", "threads", "RotaryEmbedding", "HF", "sinpe / HF", "first call"]]
     for r in results:
         t = r["times"]
         rows.append([r["case"], str(r["threads"]), _format_time(t["sinpe"]),
                      _format_time(t["hf"]), f"{t['sinpe'] / t['hf']:.2f}x",
                      "-" if r["first_call"] is None else _format_time(r["first_call"])])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for n, row in enumerate(rows):
-        print(" | ".join(c.ljust(w) for c, w in zip(row, widths)), file=file)
-        if n == 0:
-            print("-+-".join("-" * w for w in widths), file=file)
+    print_rows(rows, file)

@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Optional
 import numpy as np
 
 import sinpe
+from sinpe.bench._timing import _us, print_rows
 
 
 def alternated(ours: Callable[[], object], theirs: Callable[[], object], seconds: float
@@ -111,8 +112,6 @@ def alternation_cases(quick: bool, torch: Any, pairs: List[Pair]) -> List[Dict[s
 def print_alternation(results: List[Dict[str, Any]], theirs: str, file: Any) -> None:
     """One row per case and thread count; all/1: sinpe's time after torch's op on all
     threads over its time on one (more than 1: more threads made the loop slower)."""
-    from sinpe._bench_hot import _us, print_rows
-
     print(f"\nin a loop with torch: sinpe.torch's call and torch's {theirs} called in turn, "
           "each call timed (medians); all/1 = sinpe's time on all threads / on one",
           file=file)
@@ -175,8 +174,6 @@ def neighbour_cases(quick: bool, blocks_in_turn: Callable[..., Dict[str, float]]
 
 
 def print_neighbour(results: List[Dict[str, Any]], file: Any) -> None:
-    from sinpe._bench_hot import _us, print_rows
-
     if not results:
         return
     print("\nbeside a busy neighbour (another process spinning on one core): one thread "
