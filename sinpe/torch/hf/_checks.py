@@ -168,7 +168,9 @@ def _unswitched_positions(module: nn.Module, layer_type: Any) -> int:
     """How many positions (from 0) the check may give a rotary module without making it
     switch its frequencies (dynamic: beyond ``max_position_embeddings``; longrope: beyond
     ``original_max_position_embeddings``): a switch would change the state of sinpe's
-    module before the model runs.  At most 48."""
+    module before the model runs.  One short of the switch, so that a copy of a module
+    that dynamic rope has moved returns to its first frequencies (transformers resets
+    them below the trained length).  At most 48."""
     limits: list[Any] = [48]
     config = getattr(module, "config", None)
     limits.append(getattr(module, "original_max_seq_len", None)
@@ -177,7 +179,7 @@ def _unswitched_positions(module: nn.Module, layer_type: Any) -> int:
     if layer_type is not None:
         parameters = parameters.get(layer_type) or {}
     limits.append(parameters.get("original_max_position_embeddings") or 48)
-    return max(1, min(int(limit) for limit in limits))
+    return max(1, min(int(limit) for limit in limits) - 1)
 
 
 def _reference(module: nn.Module, device: torch.device) -> nn.Module:
@@ -192,10 +194,11 @@ def _reference(module: nn.Module, device: torch.device) -> nn.Module:
 
 def check_double(module: nn.Module, double: Callable[..., Any]) -> str:
     """Why ``double`` (the module's forward in double precision) does not stand in for
-    the text rotary ``module`` (``forward(x, position_ids)``), or ""."""
+    the text rotary ``module`` (``forward(x, position_ids)``), or "": against a copy of
+    the module as the model holds it (the double run is its own code)."""
     buffers = list(module.buffers())
     device = buffers[0].device if buffers else torch.device("cpu")
-    reference = _reference(module, device)
+    reference = copy.deepcopy(module)
     takes_layer = "layer_type" in inspect.signature(type(module).forward).parameters
     layer_types = sorted(set(getattr(module, "layer_types", None) or [])) if takes_layer else []
     for layer_type in layer_types or [None]:
@@ -217,14 +220,26 @@ def check_double(module: nn.Module, double: Callable[..., Any]) -> str:
 
 
 def check_rotary(module: nn.Module, forward: Callable[..., Any]) -> str:
-    """Why ``forward`` does not stand in for the rotary ``module`` (a new one of its class
-    and config runs), or ""."""
+    """Why ``forward`` does not stand in for the rotary ``module``, or "": a new module of
+    its class and config, and the model's module itself where its frequencies are still
+    float32 (frequencies changed after loading are the model's)."""
     buffers = list(module.buffers())
     device = buffers[0].device if buffers else torch.device("cpu")
     try:  # a new one: the model's may hold dynamic rope's state, or cast frequencies
         reference = _reference(module, device)
     except Exception as exc:
         return f"cannot be made again from its config to check sinpe's caches against ({exc!r})"
+    why = _check_rotary_against(module, reference, forward, device)
+    frequencies = [b for n, b in module.named_buffers() if n.endswith("inv_freq")]
+    if not why and frequencies and all(b.dtype is torch.float32 for b in frequencies):
+        why = _check_rotary_against(module, copy.deepcopy(module), forward, device)
+        if why:
+            why = f"(as the model holds it, not as its config makes it) {why}"
+    return why
+
+
+def _check_rotary_against(module: nn.Module, reference: nn.Module, forward: Callable[..., Any],
+                          device: torch.device) -> str:
     takes_layer = "layer_type" in inspect.signature(type(module).forward).parameters
     layer_types = sorted(set(getattr(module, "layer_types", None) or [])) if takes_layer else []
     for layer_type in layer_types or [None]:

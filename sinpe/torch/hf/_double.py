@@ -20,6 +20,8 @@ given to ``cos``/``sin``/``polar`` is recorded: it bounds how far HF's float32 r
 may be from the double one, which the check uses.
 """
 
+import copy
+import types
 from typing import Any, Callable, Optional
 
 import torch
@@ -147,17 +149,21 @@ def caches_differ(got: Any, want: Any, angle: float) -> str:
 
 
 class DoubleForward:
-    """Stands in for a rotary module's ``forward``: its own code in double precision.
+    """Stands in for a rotary module's ``forward``: its own code in double precision, run
+    on a copy of the module made at patch time (state a forward keeps, as dynamic rope's,
+    evolves in the copy: the model's module is never run by sinpe, and after ``undo`` it
+    is as it was).
 
-    ``checked`` False: the first call also runs the module's own forward and compares
-    (:func:`caches_differ`); if they differ, that call and every later one return the
-    module's own result, ``failed`` says why, and ``on_failure`` is told (the patch
-    records it and warns): never silently wrong."""
+    ``checked`` False: the first call also runs the module's own forward (on another
+    copy) and compares (:func:`caches_differ`); if they differ, that call and every later
+    one return the module's own result, ``failed`` says why, and ``on_failure`` is told
+    (the patch records it and warns): never silently wrong."""
 
-    def __init__(self, module: nn.Module, own: Callable[..., Any], checked: bool,
+    def __init__(self, module: nn.Module, checked: bool,
                  on_failure: Optional[Callable[[str], None]] = None) -> None:
-        self.module = module
-        self.own = own
+        self.module = copy.deepcopy(module)
+        self.own = types.MethodType(type(module).forward, self.module)
+        self.reference = None if checked else copy.deepcopy(module)
         self.checked = checked
         self.failed = ""
         self.on_failure = on_failure
@@ -166,14 +172,20 @@ class DoubleForward:
         if self.failed:
             return self.own(*args, **kwargs)
         got, angle = run_in_double(self.module, self.own, args, kwargs)
-        if self.checked:
+        if self.checked or self.reference is None:
             return got
-        want = self.own(*args, **kwargs)
+        want = types.MethodType(type(self.reference).forward, self.reference)(*args, **kwargs)
         why = caches_differ(got, want, angle)
         if why:
             self.failed = why
+            self.module = self.reference  # the module's own state, as HF's moved it
+            self.own = types.MethodType(type(self.reference).forward, self.reference)
             if self.on_failure is not None:
                 self.on_failure(why)
             return want
-        self.checked = True
+        self.checked, self.reference = True, None
         return got
+
+    def run(self, *args: Any) -> tuple[Any, float]:
+        """The double run and its largest angle (for the checks)."""
+        return run_in_double(self.module, self.own, args, {})

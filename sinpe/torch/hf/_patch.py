@@ -43,7 +43,7 @@ from sinpe.torch._rotary_module import RotaryEmbedding
 from sinpe.torch._tensors import _round_once
 from sinpe.torch.hf import _checks as checks
 from sinpe.torch.hf import _discover as discover
-from sinpe.torch.hf._double import DoubleForward, run_in_double
+from sinpe.torch.hf._double import DoubleForward
 
 _NOT_CHANGED = "the model was not changed"
 _FREQUENCIES = ("model", "exact")
@@ -465,12 +465,11 @@ def _stand_in(module: nn.Module, what: str, frequencies: str,
         return forward, ""
     if frequencies == "exact":
         return None, why  # the double run keeps the module's own frequencies
-    own = _own_method(module, "forward")
     if discover.takes_positions(module):
-        double = DoubleForward(module, own, checked=True)
-        again = checks.check_double(module, lambda *a: run_in_double(module, own, a, {}))
+        double = DoubleForward(module, checked=True)
+        again = checks.check_double(module, double.run)
         return (double, "") if not again else (None, f"{why}; in double precision it {again}")
-    double = DoubleForward(module, own, checked=False)
+    double = DoubleForward(module, checked=False)
     deferred.append((what, double))
     return double, ""
 
