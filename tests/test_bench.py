@@ -102,7 +102,7 @@ def test_alternation_and_neighbour_rows(capsys):
 
 
 def test_floor_script_times_every_loop_and_both_formulas_keep_the_float32_promise(tmp_path):
-    """scripts/floor.sh (the README's floor figures) builds and runs, and the two
+    """scripts/floor.sh (the floor figures of docs/speed.md) builds and runs, and the two
     formulas it times stay within the measured worst the numerics allow (0.6 of
     2**-24, the measured worst being 0.5 today)."""
     if shutil.which("gcc") is None:
