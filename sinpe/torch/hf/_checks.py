@@ -204,12 +204,17 @@ def check_double(module: nn.Module, double: Callable[..., Any]) -> str:
     for layer_type in layer_types or [None]:
         extra = () if layer_type is None else (layer_type,)
         count = _unswitched_positions(module, layer_type)
-        for positions, largest in _check_positions(module, count, device):
+        for positions, largest, required in _check_positions(module, count, device):
             for dtype in (torch.float32, torch.bfloat16):
                 x = torch.zeros((*largest.shape, 8), dtype=dtype, device=device)
                 with torch.no_grad():
                     try:
                         want = reference(x, positions, *extra)
+                    except Exception as exc:
+                        if not required:
+                            break
+                        return f"raised {exc!r} on positions {tuple(positions.shape)}"
+                    try:
                         got, angle = double(x, positions, *extra)
                     except Exception as exc:
                         return f"cannot be run in double precision ({exc!r})"
@@ -251,13 +256,15 @@ def _check_rotary_against(module: nn.Module, reference: nn.Module, forward: Call
             return (f"has no {prefix}inv_freq and {prefix}attention_scaling to check sinpe's "
                     "caches against")
         extra = () if layer_type is None else (layer_type,)
-        for positions, largest in _check_positions(module, count, device):
+        for positions, largest, required in _check_positions(module, count, device):
             for dtype in (torch.float32, torch.bfloat16):
                 x = torch.zeros((*largest.shape, 8), dtype=dtype, device=device)
                 with torch.no_grad():
                     try:
                         want = reference(x, positions, *extra)
                     except Exception as exc:
+                        if not required:
+                            break  # the module does not take positions of that shape
                         return f"raised {exc!r} on positions {tuple(positions.shape)}"
                     try:
                         got = forward(x, positions, *extra)
@@ -270,21 +277,23 @@ def _check_rotary_against(module: nn.Module, reference: nn.Module, forward: Call
 
 
 def _check_positions(module: nn.Module, count: int, device: torch.device
-                     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+                     ) -> list[tuple[torch.Tensor, torch.Tensor, bool]]:
     """The position_ids a rotary module is checked on, each with the largest position of
-    each cache row: ``(B, L)`` (every module: two rows, one reversed); for a
-    vision-language text module (``mrope_section``) also ``(3, B, L)`` with different
-    time, height and width positions; for an axial vision module (rope type "axial")
-    only ``(N, 2)``, each patch's row and column."""
+    each cache row and whether the module must take them: ``(B, L)`` (every module: two
+    rows, one reversed), and ``(S, B, L)`` for S = 2 and 3 with rows that differ (the
+    time, height and width positions of vision-language models, or any other number of
+    axes a module may take: where the module takes them, sinpe's must give what it
+    gives); for an axial vision module (rope type "axial") only ``(N, 2)``, each patch's
+    row and column."""
     steps = torch.arange(count)
     if getattr(module, "rope_type", None) == "axial":
         patches = torch.stack([steps // 7, steps % 7 + steps // 5], dim=1).to(device)
-        return [(patches, patches.amax(-1))]
+        return [(patches, patches.amax(-1), True)]
     text = torch.stack([steps, steps.flip(0)]).to(device)
-    checks = [(text, text)]
-    if getattr(module, "mrope_section", None) is not None:
-        rows = torch.stack([text, text // 3 + 1, text.flip(-1) // 2 + 2])
-        checks.append((rows, rows.amax(0)))
+    checks = [(text, text, True)]
+    for rows in (torch.stack([text, text // 3 + 1]),
+                 torch.stack([text, text // 3 + 1, text.flip(-1) // 2 + 2])):
+        checks.append((rows, rows.amax(0), False))
     return checks
 
 

@@ -186,6 +186,12 @@ class Patch:
         What was found and stays transformers' own, with the reason: an apply function
         no form of sinpe reproduces bit for bit, a rotary module sinpe cannot stand in
         for.  The model's other parts are patched all the same.
+    checked_at_first_call : list of str
+        Rotary modules (among ``rotary``) whose forward takes other arguments than
+        positions (a vision tower's image size, an audio encoder's lengths): sinpe runs
+        their own code in double precision, and checks it against the module's own at
+        their first call (if they differ, the module gives its own caches from then on,
+        ``kept`` says why, and a ``RuntimeWarning`` is issued).
     """
 
     def __init__(self, families: list[str], rotary: list[str], forms: dict[str, str],
@@ -195,6 +201,7 @@ class Patch:
         self.functions = list(forms)
         self.forms = forms
         self.kept = kept
+        self.checked_at_first_call: list[str] = []
         self._undo: Optional[_Undo] = undo
 
     @property
@@ -390,6 +397,8 @@ class _Plan:
                        dict(self.kept), undo)
         for what, double in self.deferred:
             double.on_failure = _reporter(handle, what)
+        handle.checked_at_first_call = [m.what for m in self.methods
+                                        if any(m.call is d for _, d in self.deferred)]
         for item in self.methods:
             override = _Override(item.module, item.name, item.call)
             undo.methods.append((item.module, item.name,
