@@ -178,6 +178,12 @@ class Patch:
     rotary : list of str
         The modules (by their name in the model) whose caches are now sinpe's: rotary
         modules, and attention modules whose sin/cos table sinpe's exact one replaces.
+    caches : dict of str to str
+        How each of them gets sinpe's caches: ``"rotary module"`` (a
+        :class:`sinpe.torch.RotaryEmbedding` made from it: kept tables), ``"double
+        precision"`` (its own code, every float32 value computed in float64: modules whose
+        caches sinpe's rotary module does not make), ``"table"`` (sinpe's exact sin/cos
+        table in the buffer).
     functions : list of str
         The apply functions swapped for sinpe's kernel (``module.name``).
     forms : dict of str to str
@@ -201,6 +207,7 @@ class Patch:
         self.functions = list(forms)
         self.forms = forms
         self.kept = kept
+        self.caches: dict[str, str] = {}
         self.checked_at_first_call: list[str] = []
         self._undo: Optional[_Undo] = undo
 
@@ -399,6 +406,9 @@ class _Plan:
             double.on_failure = _reporter(handle, what)
         handle.checked_at_first_call = [m.what for m in self.methods
                                         if any(m.call is d for _, d in self.deferred)]
+        handle.caches = {m.what: "double precision" if isinstance(m.call, DoubleForward)
+                         else "rotary module" for m in self.methods}
+        handle.caches.update({t.what: "table" for t in self.tables})
         for item in self.methods:
             override = _Override(item.module, item.name, item.call)
             undo.methods.append((item.module, item.name,
