@@ -440,18 +440,18 @@ def _llama3(rope: _Parameters) -> tuple[NDArray[np.float64], float]:
     low_freq_factor = _real(rope.required("low_freq_factor"), "low_freq_factor", positive=True)
     high_freq_factor = _real(rope.required("high_freq_factor"), "high_freq_factor",
                              positive=True)
-    if high_freq_factor <= low_freq_factor:
-        raise ValueError("rope_parameters['high_freq_factor'] must be above low_freq_factor, got "
-                         f"{high_freq_factor!r} <= {low_freq_factor!r}")
+    # high_freq_factor <= low_freq_factor (Llama 4 Scout's 1.0 and 1.0): transformers warns
+    # and computes, with no pair between the bands to smooth
     old_context_len = rope.original_max_position_embeddings()
     inv_freq = rope.powers()
     low_freq_wavelen = old_context_len / low_freq_factor
     high_freq_wavelen = old_context_len / high_freq_factor
     wavelen = 2 * math.pi / inv_freq
     inv_freq_llama = np.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
-    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor
-                                                                     - low_freq_factor)
-    smoothed = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    with np.errstate(divide="ignore", invalid="ignore"):  # (no medium band: not used)
+        smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor
+                                                                         - low_freq_factor)
+        smoothed = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
     is_medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
     return np.where(is_medium, smoothed, inv_freq_llama), 1.0
 

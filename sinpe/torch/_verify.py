@@ -171,14 +171,17 @@ def frequency_error(params: Mapping[str, Any], head_dim: int, freq: NDArray[np.f
         low, high = yarn_correction_range(dim, theta, params)
         ramp = 3.0 if params.get("truncate", True) else 5.0 + abs(low) / (high - low)
         b = np.power(theta, -e)
-        return (power + 7.0) * _U * freq + ramp * _U * b * abs(1.0 - 1.0 / factor)
+        return np.asarray((power + 7.0) * _U * freq + ramp * _U * b * abs(1.0 - 1.0 / factor),
+                          np.float64)
     if rope_type != "llama3":
         raise ValueError(f"rope type {rope_type!r} has no float32 error bound here")
     factor, low, high = params["factor"], params["low_freq_factor"], params["high_freq_factor"]
     w0 = np.power(theta, -e)
     q = params["original_max_position_embeddings"] * w0 / (2 * math.pi)
+    medium = (q >= low) & (q <= high)
+    if not medium.any():  # (high <= low: no band to smooth, nothing divides by high - low)
+        return (power + 3.0) * _U * freq
     s = (q - low) / (high - low)
     ds = _U * (q * (power + 4.0) + np.abs(q - low) + low) / (high - low) + 2.0 * _U * np.abs(s)
-    medium = (q >= low) & (q <= high)
     smoothing = np.where(medium, w0 * (1.0 - 1.0 / factor) * ds, 0.0)
     return (power + 1.0 + np.where(medium, 6.0, 2.0)) * _U * freq + smoothing
