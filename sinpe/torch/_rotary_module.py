@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import numpy as np
 import torch
@@ -80,7 +80,7 @@ class RotaryEmbedding(nn.Module):
       and dtype, made by sinpe's kernel (on the CPU, then moved once), sized by
       the positions asked for, never by ``max_position_embeddings``: the first
       covers the next power of two above the largest position (at least
-      ``MIN_ROWS`` = 1024), and it doubles as calls go further, up to
+      ``MIN_ROWS`` = 256), and it doubles as calls go further, up to
       ``TABLE_BYTES`` (128 MiB, cos and sin together) per table.  A config may
       say any ``max_position_embeddings``: a 10M-context model's first
       decoding steps cost what an 8k one's cost.  Positions past the cap,
@@ -319,10 +319,10 @@ class RotaryEmbedding(nn.Module):
                             f"{type(position_ids).__name__}")
         if position_ids.dtype is torch.bool or position_ids.is_complex():
             raise TypeError(f"position_ids must be integer or real, got {position_ids.dtype}")
-        # Everything below is the eager path of (rotary, x, position_ids, dtype).
+        # Everything below is the eager path of (rotary, x, position_ids, dtype).  (The
+        # meta device costs it nothing: an x on meta gets tables made on meta, without a
+        # kernel; position_ids on meta fail .item().)
         device = x.device
-        if device.type == "meta" or position_ids.is_meta:
-            return self._meta_caches(rotary, position_ids, dtype)
         if rotary.sections is not None:
             return self._forward_sections(rotary, position_ids, dtype, device)
         count = position_ids.numel()
@@ -330,11 +330,16 @@ class RotaryEmbedding(nn.Module):
             return empty_caches(tuple(position_ids.shape), rotary.width, rotary.form, dtype,
                                 device)
         integral = not position_ids.is_floating_point()
-        if count == 1:
-            lo = hi = position_ids.item()
-        else:
-            low, high = torch.aminmax(position_ids)
-            lo, hi = low.item(), high.item()
+        try:
+            if count == 1:
+                lo = hi = position_ids.item()
+            else:
+                low, high = torch.aminmax(position_ids)
+                lo, hi = low.item(), high.item()
+        except (RuntimeError, NotImplementedError):
+            if position_ids.is_meta:
+                return self._meta_caches(rotary, position_ids, dtype)
+            raise
         if not -sinpe.MAX_POSITION <= lo <= hi <= sinpe.MAX_POSITION:  # before any state moves
             _refuse_positions(lo, hi)
         with self._lock:
@@ -345,6 +350,13 @@ class RotaryEmbedding(nn.Module):
         if tables is None:
             return direct_caches(position_ids, freq, scaling, rotary.form, dtype, device)
         ids = position_ids if position_ids.device == device else position_ids.to(device)
+        if rotary.form == "concatenated" or rotary.form == "interleaved":
+            try:
+                # a row gather: the fastest copy of rows measured here (index_select,
+                # indexing and slices cost more for one position and for 2048)
+                return torch.embedding(tables[0], ids), torch.embedding(tables[1], ids)
+            except RuntimeError:  # int8, int16, uint8 indices: lookup converts them
+                pass
         return lookup(tables, ids, rotary.form)
 
     def _meta_caches(self, rotary: _Rotary, position_ids: torch.Tensor,
@@ -363,6 +375,9 @@ class RotaryEmbedding(nn.Module):
         broadcast them), computed for the call
         (see :func:`sinpe.torch._multi_axis.section_caches`)."""
         assert rotary.sections is not None and rotary.sections_layout is not None
+        if position_ids.is_meta or device.type == "meta":  # (sections: pairs)
+            return cast(tuple[torch.Tensor, torch.Tensor],
+                        self._meta_caches(rotary, position_ids, dtype))
         ids = _vl.broadcast_rows(position_ids)
         freq, scaling = rotary.freq, rotary.scaling
         if rotary.rope_type in ("dynamic", "longrope") and ids.numel():

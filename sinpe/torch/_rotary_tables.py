@@ -36,8 +36,10 @@ from sinpe.torch._tensors import _empty
 # Llama 3.1 context of 131072 positions of head 128 in float32.  Positions past it
 # are computed call by call.
 TABLE_BYTES = 128 << 20
-# The rows of a first table at least: a decoding step then grows it rarely.
-MIN_ROWS = 1024
+# The rows of a first table at least: a decoding step then grows it rarely.  Small
+# enough that a first decoding step's table (head 128) is one thread's work: a first
+# call that wakes sinpe's thread pool costs ~6 ms more, once per process.
+MIN_ROWS = 256
 TABLES_KEPT = 8  # per layer type, least recently used out
 
 Caches = Union[tuple[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -163,7 +165,13 @@ def make_table(rows: int, freq: NDArray[np.float64], scaling: float, form: str,
                dtype: torch.dtype, device: torch.device
                ) -> tuple[torch.Tensor, torch.Tensor]:
     """The kept table of positions 0 .. rows - 1 in ``form`` (a complex form's one
-    float32 table twice)."""
+    float32 table twice); on the meta device, its shapes alone."""
+    if device.type == "meta":
+        if form == "complex":
+            pairs = _empty((rows, 2 * len(freq)), torch.float32, device)
+            return pairs, pairs
+        cos, sin = empty_caches((rows,), 2 * len(freq), form, dtype, device)
+        return cos, sin
     with torch.inference_mode(False):  # an ordinary tensor, usable in any mode
         return _form_of(rope_cache(rows, 2 * len(freq), freq=freq, scale=scaling,
                                    layout=_layout_of(form), dtype=_real_dtype(form, dtype),
@@ -172,16 +180,18 @@ def make_table(rows: int, freq: NDArray[np.float64], scaling: float, form: str,
 
 def direct_caches(position_ids: torch.Tensor, freq: NDArray[np.float64], scaling: float,
                   form: str, dtype: torch.dtype, device: torch.device) -> Caches:
-    """A call's caches at ``position_ids``, computed for it alone."""
+    """A call's caches at ``position_ids``, computed for it alone (on the meta device,
+    their shapes alone)."""
+    if device.type == "meta":
+        return empty_caches(tuple(position_ids.shape), 2 * len(freq), form, dtype, device)
     made = rope_cache(None, 2 * len(freq), positions=position_ids, freq=freq, scale=scaling,
                       layout=_layout_of(form), dtype=_real_dtype(form, dtype), device=device)
     return _complex(_form_of(made, form)[0]) if form == "complex" else _form_of(made, form)
 
 
 def lookup(tables: tuple[torch.Tensor, torch.Tensor], ids: torch.Tensor, form: str) -> Caches:
-    """The rows ``ids`` of kept tables, in ``form``.  A row gather: the fastest copy of
-    rows measured here (index_select, indexing and slices cost more for one position
-    and for 2048); its indices are int32 or int64."""
+    """The rows ``ids`` of kept tables, in ``form``, by a row gather, whose indices are
+    int32 or int64."""
     if ids.dtype is not torch.int64 and ids.dtype is not torch.int32:
         ids = ids.long()  # int8, int16, uint8 positions
     if form == "complex":
