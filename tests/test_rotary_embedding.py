@@ -15,8 +15,11 @@
   ``2**20``, in float32, bfloat16 and float16, and transformers' own module at
   least 100 times further off near ``2**17`` (float32).
 * A decoding step is a lookup (the kernel is not called once the table holds
-  the position); tables grow geometrically; the module works under no_grad
-  and inference_mode, has no state to save, and ``.to(dtype)`` cannot round it.
+  the position); tables are sized by the positions asked for (a small first one,
+  then powers of two) within their memory cap, past which rows are computed for
+  the call with the same bits; the module works under no_grad and inference_mode,
+  has no state to save, and ``.to(dtype)`` cannot round it.  (Other forms, long
+  contexts, dtypes of position_ids, the meta device: test_rotary_families.py.)
 * Bad input raises before anything changes.
 """
 from __future__ import annotations
