@@ -29,7 +29,8 @@ from torch import nn
 
 import sinpe
 
-from sinpe.torch.hf._double import caches_differ
+from sinpe.torch._verify import caches_differ, check_positions, tolerance, unswitched_positions
+from sinpe.torch.hf._double import caches_differ as double_differs
 from sinpe.torch.hf._forms import FORMS, Form
 from sinpe.torch.hf._probes import Probe, probes
 
@@ -150,38 +151,6 @@ def adapted(form: Callable[..., Any], original: Callable[..., Any]
 # -- caches ------------------------------------------------------------------------------
 
 
-def _tolerance(positions: torch.Tensor, inv_freq: torch.Tensor, scaling: float,
-               dtype: torch.dtype) -> torch.Tensor:
-    """How far HF's caches may be from exact ones of the same frequencies, per position
-    (``positions``: the largest of each cache row, broadcasting against the caches'
-    last axis).  HF rounds the angle ``p * w`` to float32 (at most ``2**-24 * p * w``),
-    takes float32 cos/sin (within 1 ulp: 2**-23) and rounds the product by the
-    attention factor ``s`` (2**-24 relative); each side rounds to the output dtype
-    (half an ulp of values up to ``s``: ``s * eps``)."""
-    eps = torch.finfo(dtype).eps
-    top = float(inv_freq.abs().max())
-    angle = positions.double().abs()[..., None] * top * 2.0**-24
-    return abs(scaling) * (angle + 2.0**-23 + 2.0**-24) + 2 * max(abs(scaling), 1.0) * eps
-
-
-def _unswitched_positions(module: nn.Module, layer_type: Any) -> int:
-    """How many positions (from 0) the check may give a rotary module without making it
-    switch its frequencies (dynamic: beyond ``max_position_embeddings``; longrope: beyond
-    ``original_max_position_embeddings``): a switch would change the state of sinpe's
-    module before the model runs.  One short of the switch, so that a copy of a module
-    that dynamic rope has moved returns to its first frequencies (transformers resets
-    them below the trained length).  At most 48."""
-    limits: list[Any] = [48]
-    config = getattr(module, "config", None)
-    limits.append(getattr(module, "original_max_seq_len", None)
-                  or getattr(config, "max_position_embeddings", None) or 48)
-    parameters = getattr(config, "rope_parameters", None) or {}
-    if layer_type is not None:
-        parameters = parameters.get(layer_type) or {}
-    limits.append(parameters.get("original_max_position_embeddings") or 48)
-    return max(1, min(int(limit) for limit in limits) - 1)
-
-
 def _reference(module: nn.Module, device: torch.device) -> nn.Module:
     """A new module of ``module``'s class and config: the caches sinpe's must give (the
     model's may hold dynamic rope's state, or frequencies ``model.to(dtype)`` cast); a
@@ -203,8 +172,8 @@ def check_double(module: nn.Module, double: Callable[..., Any]) -> str:
     layer_types = sorted(set(getattr(module, "layer_types", None) or [])) if takes_layer else []
     for layer_type in layer_types or [None]:
         extra = () if layer_type is None else (layer_type,)
-        count = _unswitched_positions(module, layer_type)
-        for positions, largest, required in _check_positions(module, count, device):
+        count = unswitched_positions(module, layer_type)
+        for positions, largest, required in check_positions(module, count, device):
             for dtype in (torch.float32, torch.bfloat16):
                 x = torch.zeros((*largest.shape, 8), dtype=dtype, device=device)
                 with torch.no_grad():
@@ -218,7 +187,7 @@ def check_double(module: nn.Module, double: Callable[..., Any]) -> str:
                         got, angle = double(x, positions, *extra)
                     except Exception as exc:
                         return f"cannot be run in double precision ({exc!r})"
-                why = caches_differ(got, want, angle)
+                why = double_differs(got, want, angle)
                 if why:
                     return why
     return ""
@@ -248,7 +217,7 @@ def _check_rotary_against(module: nn.Module, reference: nn.Module, forward: Call
     takes_layer = "layer_type" in inspect.signature(type(module).forward).parameters
     layer_types = sorted(set(getattr(module, "layer_types", None) or [])) if takes_layer else []
     for layer_type in layer_types or [None]:
-        count = _unswitched_positions(module, layer_type)
+        count = unswitched_positions(module, layer_type)
         prefix = "" if layer_type is None else f"{layer_type}_"
         inv_freq = getattr(reference, f"{prefix}inv_freq", None)
         scaling = getattr(reference, f"{prefix}attention_scaling", None)
@@ -256,7 +225,7 @@ def _check_rotary_against(module: nn.Module, reference: nn.Module, forward: Call
             return (f"has no {prefix}inv_freq and {prefix}attention_scaling to check sinpe's "
                     "caches against")
         extra = () if layer_type is None else (layer_type,)
-        for positions, largest, required in _check_positions(module, count, device):
+        for positions, largest, required in check_positions(module, count, device):
             for dtype in (torch.float32, torch.bfloat16):
                 x = torch.zeros((*largest.shape, 8), dtype=dtype, device=device)
                 with torch.no_grad():
@@ -270,64 +239,10 @@ def _check_rotary_against(module: nn.Module, reference: nn.Module, forward: Call
                         got = forward(x, positions, *extra)
                     except Exception as exc:
                         return f"cannot be stood in for by sinpe's rotary module ({exc!r})"
-                why = _caches_differ(got, want, largest, inv_freq, float(scaling))
+                why = caches_differ(got, want, largest, inv_freq, float(scaling))
                 if why:
                     return why
     return ""
-
-
-def _check_positions(module: nn.Module, count: int, device: torch.device
-                     ) -> list[tuple[torch.Tensor, torch.Tensor, bool]]:
-    """The position_ids a rotary module is checked on, each with the largest position of
-    each cache row and whether the module must take them: ``(B, L)`` (every module: two
-    rows, one reversed), and ``(S, B, L)`` for S = 2 and 3 with rows that differ (the
-    time, height and width positions of vision-language models, or any other number of
-    axes a module may take: where the module takes them, sinpe's must give what it
-    gives); for an axial vision module (rope type "axial") only ``(N, 2)``, each patch's
-    row and column."""
-    steps = torch.arange(count)
-    if getattr(module, "rope_type", None) == "axial":
-        patches = torch.stack([steps // 7, steps % 7 + steps // 5], dim=1).to(device)
-        return [(patches, patches.amax(-1), True)]
-    text = torch.stack([steps, steps.flip(0)]).to(device)
-    checks = [(text, text, True)]
-    for rows in (torch.stack([text, text // 3 + 1]),
-                 torch.stack([text, text // 3 + 1, text.flip(-1) // 2 + 2])):
-        checks.append((rows, rows.amax(0), False))
-    return checks
-
-
-def _caches_differ(got: Any, want: Any, largest: torch.Tensor, inv_freq: torch.Tensor,
-                   scaling: float) -> str:
-    """Why sinpe's caches do not stand for HF's (at positions whose largest per cache
-    row is ``largest``), or "": a ``(cos, sin)`` pair, or one complex tensor."""
-    if isinstance(want, torch.Tensor) and want.is_complex():
-        if not (isinstance(got, torch.Tensor) and got.is_complex()):
-            return "returns a complex freqs_cis that sinpe's caches do not give"
-        got, want = (got.real, got.imag), (want.real, want.imag)
-    if not (isinstance(got, tuple) and len(got) == 2 and isinstance(want, tuple)
-            and len(want) == 2 and all(isinstance(t, torch.Tensor) for t in (*got, *want))):
-        return (f"returns {_structure(want)}, where sinpe's rotary module returns "
-                f"{_structure(got)}")
-    for g, w, part in zip(got, want, ("cos", "sin")):
-        if g.shape != w.shape or g.dtype != w.dtype or g.device != w.device:
-            return (f"gives {part} of shape {tuple(w.shape)}, {w.dtype}, where sinpe's gives "
-                    f"{tuple(g.shape)}, {g.dtype}")
-        bound = _tolerance(largest, inv_freq, scaling, w.dtype)
-        if bound.dim() and bound.shape[-1] != w.shape[-1]:
-            bound = bound.amax(-1, keepdim=True)
-        if not bool(((g.double() - w.double()).abs() <= bound).all()):
-            return (f"gives {part} that sinpe's caches do not reproduce (other frequencies, "
-                    "sections, layout or scaling)")
-    return ""
-
-
-def _structure(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        return f"a tensor of shape {tuple(value.shape)}"
-    if isinstance(value, tuple):
-        return f"a tuple of {len(value)}"
-    return type(value).__name__
 
 
 def sinusoid_table(table: torch.Tensor) -> Optional[torch.Tensor]:
@@ -343,7 +258,7 @@ def sinusoid_table(table: torch.Tensor) -> Optional[torch.Tensor]:
     cos, sin = sinpe.rope(rows, width, freq=inv_freq.double().numpy(), dtype=np.float64)
     half = width // 2
     exact = torch.from_numpy(np.concatenate([sin[:, :half], cos[:, :half]], axis=1))
-    bound = _tolerance(torch.arange(rows), inv_freq, 1.0, table.dtype)
+    bound = tolerance(torch.arange(rows), inv_freq, 1.0, table.dtype)
     if not bool(((exact - table.detach().to("cpu", torch.float64)).abs() <= bound).all()):
         return None
     return exact
