@@ -105,20 +105,25 @@ def _sharpen(model: torch.nn.Module) -> None:
                 module.weight.mul_(8)
 
 
-def _first(out: Any) -> torch.Tensor:
+def _tensors(out: Any) -> list[torch.Tensor]:
+    """The tensors of a model's output, in order (ModelOutput, dict, tuple, nested)."""
     if isinstance(out, torch.Tensor):
-        return out
+        return [out]
     if hasattr(out, "to_tuple"):
         out = out.to_tuple()
     if isinstance(out, dict):
         out = list(out.values())
-    for value in out:
-        if isinstance(value, (torch.Tensor, tuple, list, dict)) or hasattr(value, "to_tuple"):
-            try:
-                return _first(value)
-            except (TypeError, StopIteration):
-                continue
-    raise TypeError("no tensor in the model's output")
+    if isinstance(out, (tuple, list)):
+        return [t for value in out for t in _tensors(value)]
+    return []
+
+
+def _first(out: Any) -> torch.Tensor:
+    """The model's first floating output (logits, hidden states, audio), else its first."""
+    tensors = _tensors(out)
+    if not tensors:
+        raise TypeError("no tensor in the model's output")
+    return next((t for t in tensors if t.is_floating_point()), tensors[0])
 
 
 def _outputs(model: torch.nn.Module, inputs: dict[str, Any], far: bool = False,
@@ -154,7 +159,17 @@ def _modeling_globals(model: torch.nn.Module) -> dict[str, Any]:
 
 
 def run(family: str) -> dict[str, Any]:
-    """What ``test_every_family`` judges about one family (plain data)."""
+    """What ``test_every_family`` judges about one family (plain data); an exception
+    anywhere past the model's build is the result ``"crash"`` with its traceback."""
+    try:
+        return _run(family)
+    except Exception:  # noqa: BLE001 - the test of this family reports it
+        import traceback
+
+        return {"status": "crash", "why": traceback.format_exc()[-3000:]}
+
+
+def _run(family: str) -> dict[str, Any]:
     torch.set_num_threads(1)
     start = time.time()
     import sinpe.torch as st
@@ -198,7 +213,9 @@ def run(family: str) -> dict[str, Any]:
                              for m in model.modules()),
         "globals": _modeling_globals(model) == globals_before,
     }
-    if hf is not None and patched is not None:
+    if hf is not None and not hf.is_floating_point():
+        result["output"] = f"{hf.dtype} (codes: no float32 noise to hold it to)"
+    elif hf is not None and patched is not None:
         result["finite"] = bool(torch.isfinite(patched).all())
         try:
             exact = reference(model)

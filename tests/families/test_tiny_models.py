@@ -7,8 +7,8 @@ is the family's own: per-head widths, rope parameters and the rotary module's
 frequencies equal those of the default config, while the heads, layers and vocabulary
 shrink; and build() leaves the session's warning filters, transformers' verbosity,
 torch's thread count and its random state as it found them.  Representatives: Llama
-(the plain form), Qwen2-VL (multimodal, sectioned mrope), gpt-oss (yarn, explicit
-head_dim), DeepSeek-V3 (MLA: a separate rotary head width).
+(the plain form), Qwen2-VL (a composite config: text and vision rotary modules), gpt-oss
+(yarn, an explicit head_dim), DeepSeek-V3 (MLA: a rotary head width of its own).
 """
 from __future__ import annotations
 
@@ -109,7 +109,10 @@ def test_ids_inside_vocabulary(built, family):
     assert ids.dtype == torch.int64 and ids.shape == (1, SEQ)
     assert 0 <= ids.min() and ids.max() < model.get_input_embeddings().num_embeddings
     text = config.get_text_config()
-    special = {getattr(text, k, None) for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
+    special = set()
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        value = getattr(text, key, None)
+        special |= set(value) if isinstance(value, list) else {value}
     assert not special & set(ids.flatten().tolist())
 
 

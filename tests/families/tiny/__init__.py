@@ -12,15 +12,16 @@ family's default config by generic rules (no per-family values: ``SHRINK_RULES``
 lists any rope-relevant value that differs from the default config (empty when the rope
 is the family's own).  ``build``'s docstring lists every key of ``info``.
 
-The package is split by idea: ``families`` (which families, which classes), ``shrink``
-(the config rules), ``repair`` (fill-ins for defaults transformers cannot use),
-``inputs`` (a forward that runs) and ``build`` (the search over classes, variants and
-repairs).
+The package is split by idea: ``families`` (which families, which classes), ``keys``
+(config keys by meaning), ``shrink`` (the config rules), ``repair`` (fill-ins for
+defaults transformers cannot use), ``inputs`` (a forward that runs), ``check`` (the rope
+values kept) and ``search`` (``build``: the search over classes, variants and repairs).
 """
-from .build import VARIANTS, build, rope_diff
+from .check import rope_diff
 from .families import candidate_classes, rope_families
 from .inputs import BIG_OFFSET, PROBE_BUDGET, SEQ
 from .repair import FILL_RULES, SLIDING_FILL
+from .search import VARIANTS, build
 from .shrink import EXPERTS, FFN, HEADS, LAYERS, SHRINK_RULES, SUB_LAYERS, TOPK, VOCAB
 
 __all__ = [

@@ -4,7 +4,7 @@ Owns ``build`` and ``VARIANTS``.  One attempt is: the default config of the clas
 composite's text config for a CausalLM class), its fill-ins and the repairs earlier
 attempts called for (repair.py), the shrink rules (shrink.py), a float32 eval model
 seeded with ``seed``, a probe for a forward that runs (inputs.py), and a check that the
-rope-relevant values are those of the default config (``rope_diff``).  Attempts go from
+rope-relevant values are those of the default config (check.py).  Attempts go from
 the most shrunk variant to the least, class by class; an error that names a repair is
 retried once with it, and errors that repeat cut the search short, since a milder
 variant cannot help with them.  Attempts whose config equals one that already failed
@@ -22,9 +22,9 @@ from typing import Any, Iterator
 import torch
 import transformers
 
+from .check import rope_diff
 from .families import candidate_classes
 from .inputs import SEQ, error_line, probe
-from .keys import HEAD_KEYS, WIDTH_KEYS, is_int
 from .repair import apply_repairs, fill, repair_for
 from .shrink import HEADS, Shrinker
 
@@ -34,8 +34,6 @@ VARIANTS = (  # tried in order for each class until one builds and runs
     {"shrink_ffn": False, "heads": 4},
     {"shrink_ffn": False, "heads": None},
 )
-_ROPE_KEYS = ("rope_parameters", "rope_theta", "partial_rotary_factor", "rotary_dim", "rotary_pct",
-              "qk_rope_head_dim", "max_position_embeddings", "rope_scaling", "mrope_section")
 
 
 def shrink_config(config_cls: Any, shrink_ffn: bool = True, heads: int | None = HEADS,
@@ -62,60 +60,6 @@ def _configs_to_try(cls: Any) -> list[tuple[str, Any]]:
             "text_config" in ccls.sub_configs:
         out.append(("text_config", ccls))
     out.append(("config", ccls))
-    return out
-
-
-def _get(c: Any, key: str) -> Any:
-    try:
-        return getattr(c, key, None)
-    except Exception:  # noqa: BLE001 - a per-layer attribute that differs between layers
-        g = getattr(c, "_getattr_without_heterogeneous_validation", None)
-        return g(key, None) if g else None
-
-
-def _head_width(c: Any) -> Any:
-    """Per-head width as the shrinker sees it (explicit head_dim, else the smallest width
-    divisible by the head count, floor-divided)."""
-    hd = _get(c, "head_dim")
-    if is_int(hd):
-        return hd
-    heads = next((_get(c, k) for k in HEAD_KEYS if is_int(_get(c, k)) and _get(c, k) > 0), None)
-    widths = [_get(c, k) for k in WIDTH_KEYS if is_int(_get(c, k)) and _get(c, k) > 0]
-    if not heads or not widths:
-        return None
-    divisible = [w for w in widths if w % heads == 0]
-    return min(divisible or widths) // heads
-
-
-def rope_diff(default: Any, shrunk: Any, path: str = "") -> list[str]:
-    """Differences in rope-relevant values (rope_parameters, rope_theta, partial factor, rotary
-    dims, max_position_embeddings, per-head width) between the default and the shrunk config."""
-    out = []
-    name = path or type(shrunk).__name__
-    for key in _ROPE_KEYS:
-        a = _get(default, key) if hasattr(type(default), key) or key in vars(default) else None
-        b = _get(shrunk, key) if hasattr(type(shrunk), key) or key in vars(shrunk) else None
-        if json.dumps(a, sort_keys=True, default=str) != json.dumps(b, sort_keys=True, default=str):
-            out.append(f"{name}.{key}: {a!r} -> {b!r}"[:300])
-    ha, hb = _head_width(default), _head_width(shrunk)
-    if ha != hb:
-        out.append(f"{name}.head width: {ha} -> {hb}")
-    if getattr(default, "is_heterogeneous", False) or getattr(shrunk, "is_heterogeneous", False):
-        def per_layer(c: Any) -> list:  # distinct (layer type, head width) over the layers
-            types = _get(c, "layer_types") or [None] * c.num_hidden_layers
-            return sorted({(str(types[i]), _head_width(c.per_layer_config[i]))
-                           for i in range(c.num_hidden_layers)})
-        try:
-            pa, pb = per_layer(default), per_layer(shrunk)
-            if pa != pb:
-                out.append(f"{name}.per-layer head widths: {pa} -> {pb}")
-        except Exception as e:  # noqa: BLE001 - recorded as a difference
-            out.append(f"per-layer check failed: {error_line(e)}")
-    for key, value in vars(shrunk).items():
-        other = vars(default).get(key)
-        if isinstance(value, transformers.PreTrainedConfig) and \
-                isinstance(other, transformers.PreTrainedConfig):
-            out += rope_diff(other, value, f"{name}.{key}")
     return out
 
 
@@ -238,7 +182,8 @@ def build(family: str, seed: int = 0, length: int = SEQ, classes: list | None = 
     names a missing config attribute or a None value triggers one generic repair (see
     FILL_RULES) and a retry.  The first (class, config) that builds and runs a forward is
     returned.  If none runs, the first that built is returned with info["forward_ok"] False;
-    if none builds, RuntimeError lists every attempt's error.
+    if none builds, RuntimeError lists every attempt's error.  ``classes`` replaces the
+    candidate classes; ``time_budget`` (CPU seconds) ends the search early.
 
     info keys: model_class, config_class, config_from ('config' or 'text_config'), variant,
     params, kind ('text+position_ids' | 'text' | 'vision' | 'audio' | 'embeds' | 'other' |
@@ -246,7 +191,7 @@ def build(family: str, seed: int = 0, length: int = SEQ, classes: list | None = 
     (accepted?), position_ids_error, big_positions (result with positions 2**17 + arange),
     output, errors (probe attempts that failed), forward_ok, rope_check (rope-relevant values
     that differ from the default config), shrink (fill-ins, notes, width map, token map),
-    repairs, attempts, forward_params, seconds.
+    repairs, attempts, forward_params, seconds (wall time of the build).
     """
     with _quiet_and_serial():
         return _build(family, seed, length, classes, time_budget)
@@ -254,14 +199,14 @@ def build(family: str, seed: int = 0, length: int = SEQ, classes: list | None = 
 
 def _build(family: str, seed: int, length: int, classes: list | None,
            time_budget: float) -> tuple[Any, Any, dict]:
-    start = time.time()
+    start, cpu = time.time(), time.process_time()
     search = _Search(seed, length)
     for cls in (classes or candidate_classes(family)):
         for how, ccls in _configs_to_try(cls):
             last_error = last_forward = None
             hopeless = jump = False
             for variant in VARIANTS:
-                if time.time() - start > time_budget:
+                if time.process_time() - cpu > time_budget:  # CPU time: as for PROBE_BUDGET
                     break
                 if hopeless or jump and variant is not VARIANTS[-1]:
                     continue
