@@ -94,6 +94,8 @@ FORMS = [
     ("helium", "apply_rotary_pos_emb", "pairwise", (1,)),
     ("ernie4_5", "apply_rotary_pos_emb", "pairwise_float", (1,)),
     ("gpt_oss", "apply_rotary_pos_emb", "half_width", (2,)),
+    ("openai_privacy_filter", "apply_rotary_pos_emb", "half_width_interleaved", (2,)),
+    ("blt", "apply_rotary_pos_emb", "interleaved", (1,)),
     ("deepseek_v3", "apply_rotary_pos_emb_interleave", "deinterleave", (1,)),
     ("qwen2_vl", "apply_rotary_pos_emb_vision", "vision", (1,)),
 ]

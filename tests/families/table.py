@@ -46,10 +46,14 @@ def _caches(result: dict) -> str:
     return ", ".join(kinds) + first
 
 
+def _short(qualname: str) -> str:
+    """``modeling_llama.apply_rotary_pos_emb`` for the function's full name."""
+    return ".".join(qualname.rsplit(".", 2)[-2:])
+
+
 def _functions(result: dict) -> str:
-    swapped = [f"`{q.rsplit('.', 1)[1]}`: {form}" for q, form in sorted(result["forms"].items())]
-    kept = [f"`{q.rsplit('.', 1)[1]}`: kept" for q in sorted(result["kept"])
-            if not q.startswith("the ")]
+    swapped = [f"`{_short(q)}`: {form}" for q, form in sorted(result["forms"].items())]
+    kept = [f"`{_short(q)}`: kept" for q in sorted(result["kept"]) if not q.startswith("the ")]
     return "; ".join(swapped + kept) or "none called by name"
 
 
@@ -68,6 +72,7 @@ def render(results: dict) -> str:
             rows.append(f"| {family} | served | {_caches(result)} | {_functions(result)} |")
         elif result["status"] == "refused":
             why = result["why"].replace("|", "\\|").removeprefix("sinpe.torch.patch").strip(": ")
+            why = why.split(" family: ", 1)[-1]
             rows.append(f"| {family} | refused | {why} | |")
         else:
             rows.append(f"| {family} | not built | transformers cannot build it: "

@@ -80,6 +80,16 @@ def all_float_then_cast(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor,
             _hf_rotation(k.float(), cos, sin, "concatenated", views).to(dtype))
 
 
+def interleaved(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                unsqueeze_dim: int = 1) -> _Pair:
+    """Interleaved pairs ``(2i, 2i + 1)`` (rotate_half's interleaved twin), caches as given."""
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    views = _cache_views(cos, sin)
+    return (_hf_rotation(q, cos, sin, "interleaved", views),
+            _hf_rotation(k, cos, sin, "interleaved", views))
+
+
 def interleaved_float(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                       unsqueeze_dim: int = 1) -> _Pair:
     """Interleaved pairs (caches as given), q and k in float32, both results cast to
@@ -135,6 +145,18 @@ def half_width(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.T
     views = _cache_views(cos, sin)
     return (_hf_partial(q, cos, sin, "concatenated", views),
             _hf_partial(k, cos, sin, "concatenated", views))
+
+
+def half_width_interleaved(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor,
+                           sin: torch.Tensor, unsqueeze_dim: int = 1) -> _Pair:
+    """Caches of the frequencies once (width ``r/2``) on interleaved pairs:
+    ``stack(x0 * c - x1 * s, x1 * c + x0 * s)`` of the even and odd features, i.e. the
+    interleaved rotation by the caches repeated pairwise, in a new contiguous tensor."""
+    cos = cos.repeat_interleave(2, dim=-1).unsqueeze(unsqueeze_dim)
+    sin = sin.repeat_interleave(2, dim=-1).unsqueeze(unsqueeze_dim)
+    views = _cache_views(cos, sin)
+    return (_hf_partial(q, cos, sin, "interleaved", views),
+            _hf_partial(k, cos, sin, "interleaved", views))
 
 
 def single(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
@@ -211,11 +233,13 @@ FORMS: tuple[Form, ...] = (
     Form("cast_back", cast_back),
     Form("float_then_cast", float_then_cast),
     Form("all_float_then_cast", all_float_then_cast),
+    Form("interleaved", interleaved),
     Form("interleaved_float", interleaved_float),
     Form("pairwise_partial", pairwise_partial),
     Form("pairwise", pairwise),
     Form("pairwise_float", pairwise_float),
     Form("half_width", half_width),
+    Form("half_width_interleaved", half_width_interleaved),
     Form("deinterleave", deinterleave),
     Form("single", single),
     Form("single_trailing_pairwise", single_trailing_pairwise),

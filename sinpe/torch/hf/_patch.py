@@ -338,7 +338,10 @@ class _Plan:
                              f"table or apply function); {_NOT_CHANGED}")
         if not plan.methods and not plan.tables:
             reasons = "; ".join(f"{what} {why}" for what, why in plan.kept.items()) or (
-                "no rotary module or sin/cos table gives its caches")
+                "its attention calls "
+                + ", ".join(place.qualname for place in globals_found)
+                + ", but no rotary module or sin/cos table of the model makes their caches "
+                "(they are made inside attention, or this configuration does not use RoPE)")
             family = _families_of(model)
             raise ValueError(f"sinpe.torch.patch refuses the {family} family: {reasons}; "
                              f"{_NOT_CHANGED}")
