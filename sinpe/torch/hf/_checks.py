@@ -193,17 +193,20 @@ def check_double(module: nn.Module, double: Callable[..., Any]) -> str:
     return ""
 
 
-def check_rotary(module: nn.Module, forward: Callable[..., Any]) -> str:
+def check_rotary(module: nn.Module, forward: Callable[..., Any], fresh: bool = True) -> str:
     """Why ``forward`` does not stand in for the rotary ``module``, or "": a new module of
-    its class and config, and the model's module itself where its frequencies are still
-    float32 (frequencies changed after loading are the model's)."""
+    its class and config (``fresh``), and the model's module itself where its
+    frequencies are still float32 (frequencies changed after loading are the model's)."""
     buffers = list(module.buffers())
     device = buffers[0].device if buffers else torch.device("cpu")
-    try:  # a new one: the model's may hold dynamic rope's state, or cast frequencies
-        reference = _reference(module, device)
-    except Exception as exc:
-        return f"cannot be made again from its config to check sinpe's caches against ({exc!r})"
-    why = _check_rotary_against(module, reference, forward, device)
+    why = ""
+    if fresh:
+        try:  # a new one: the model's may hold dynamic rope's state, or cast frequencies
+            reference = _reference(module, device)
+        except Exception as exc:
+            return (f"cannot be made again from its config to check sinpe's caches against "
+                    f"({exc!r})")
+        why = _check_rotary_against(module, reference, forward, device)
     frequencies = [b for n, b in module.named_buffers() if n.endswith("inv_freq")]
     if not why and frequencies and all(b.dtype is torch.float32 for b in frequencies):
         why = _check_rotary_against(module, copy.deepcopy(module), forward, device)

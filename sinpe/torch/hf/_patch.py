@@ -40,7 +40,7 @@ from torch import nn
 import sinpe
 from sinpe.torch._multi_axis import AxialRotary
 from sinpe.torch._rotary_module import RotaryEmbedding
-from sinpe.torch._tensors import _round_once
+from sinpe.torch._tensors import _one_torch_thread, _round_once
 from sinpe.torch.hf import _checks as checks
 from sinpe.torch.hf import _discover as discover
 from sinpe.torch.hf._double import DoubleForward
@@ -300,7 +300,9 @@ def patch(model: nn.Module, *, frequencies: str = "model") -> Patch:
     if frequencies not in _FREQUENCIES:
         raise ValueError(f'frequencies must be "model" or "exact", got {frequencies!r}')
     with _LOCK:
-        return _Plan.of(model, frequencies).apply()
+        with _one_torch_thread():
+            plan = _Plan.of(model, frequencies)
+        return plan.apply()
 
 
 def _model_place(model: nn.Module) -> torch.device:
@@ -480,7 +482,9 @@ def _stand_in(module: nn.Module, what: str, frequencies: str,
     checks' own for a text rotary module, at its first call for any other."""
     try:
         forward = _sinpe_forward(module, frequencies)
-        why = checks.check_rotary(module, forward)
+        # sinpe's rotary module checked itself against a new module of the family when
+        # it was made: only the module as the model holds it is left to check
+        why = checks.check_rotary(module, forward, fresh=isinstance(forward, AxialRotary))
     except (TypeError, ValueError) as exc:
         why = f"is not one sinpe's rotary module stands in for ({exc})"
     if not why:
