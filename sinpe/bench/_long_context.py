@@ -61,7 +61,8 @@ def far_decoding() -> Dict[str, Any]:
     import sinpe.torch as st
 
     torch.manual_seed(0)
-    model: Any = transformers.LlamaForCausalLM(transformers.LlamaConfig(**SCOUT)).eval()
+    model: Any = transformers.LlamaForCausalLM(transformers.LlamaConfig(**SCOUT))
+    model.eval()
     with torch.no_grad():
         for layer in model.model.layers:
             layer.self_attn.q_proj.weight.mul_(8)
