@@ -43,10 +43,8 @@ except ModuleNotFoundError as _exc:
         )
     raise ImportError(f"sinpe's compiled extension sinpe._core is missing: {_where}.") from None
 
-__version__ = "0.1.0"
-
-from sinpe._config import show_config  # noqa: E402  (needs __version__)
-from sinpe._rope_types import rope_frequencies  # noqa: E402
+from sinpe._config import __version__, show_config
+from sinpe._rope_types import rope_frequencies
 
 __all__ = [
     "encode",

@@ -1,11 +1,18 @@
-"""``sinpe.show_config()``: what this installation runs, for bug reports and benchmarks."""
+"""``sinpe.__version__`` and ``sinpe.show_config()``: what this installation is and runs,
+for bug reports and benchmarks.
+
+The version is written here, below the package's face, so that ``show_config`` reads
+it without importing ``sinpe`` back (``sinpe/__init__.py`` hands it on).
+"""
 from __future__ import annotations
 
 import platform
 import sys
 from typing import Any, Dict
 
-from sinpe import _core
+import sinpe._core as _core
+
+__version__ = "0.1.0"
 
 # How people write a level's name.  The levels themselves, their names and order, are
 # the extension's (_core._simd_levels(), from csrc/sinpe.h's list): a level without a
@@ -38,8 +45,6 @@ def show_config(*, print_it: bool = True) -> Dict[str, Any]:
     >>> config["simd"] in config["simd_available"]
     True
     """
-    from sinpe import __version__, get_num_threads
-
     level, available = _core._simd_levels()
     config = {
         "version": __version__,
@@ -47,7 +52,7 @@ def show_config(*, print_it: bool = True) -> Dict[str, Any]:
         "simd": level,
         "simd_label": simd_label(level),
         "simd_available": list(available),
-        "threads": get_num_threads(),
+        "threads": _core.get_num_threads(),
         "thread_pool": "torch's OpenMP threads" if _core._sharing_openmp()
                        else "sinpe's own threads",
         "platform": platform.platform(),

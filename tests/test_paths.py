@@ -10,7 +10,7 @@ batch-first or seq-first.  Each must keep the promise (within 2**-24
 of exact for float32), and all must give the same bits for the same element:
 DESIGN.md makes every element a pure function of (p, j, d, n), so thread
 counts, row ranges, call shapes, dtypes and paths may not change a bit.
-No timings here (see sinpe/bench.py).
+No timings here (see sinpe/bench/).
 """
 from __future__ import annotations
 

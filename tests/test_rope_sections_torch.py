@@ -20,8 +20,9 @@ import test_rope_sections as T
 from conftest import bits, require_module, require_torch
 
 torch = require_torch()
-import sinpe._torch_rotary as rt  # noqa: E402
 import sinpe.torch as st  # noqa: E402
+import sinpe.torch._rope as rt  # noqa: E402
+import sinpe.torch._tensors as tensors  # noqa: E402
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 
@@ -68,11 +69,11 @@ def contract(x, positions, sections, inverse=False, exact=False, **kw):
     part, out = x[..., :r], x.clone()
     if exact or x.dtype is torch.float64:
         wide = part.double()
-        out[..., :r] = rt._round_once(wide * torch.from_numpy(cos)
-                                      + rt._rotate_half(wide, layout) * torch.from_numpy(sin),
-                                      x.dtype)
+        out[..., :r] = tensors._round_once(wide * torch.from_numpy(cos)
+                                           + rt._rotate_half(wide, layout) * torch.from_numpy(sin),
+                                           x.dtype)
     else:
-        c, s = (rt._round_once(torch.from_numpy(a), x.dtype) for a in (cos, sin))
+        c, s = (tensors._round_once(torch.from_numpy(a), x.dtype) for a in (cos, sin))
         out[..., :r] = part * c + rt._rotate_half(part, layout) * s
     return out
 
@@ -91,7 +92,7 @@ CALLS = {
 @pytest.mark.parametrize("call", sorted(CALLS))
 def test_rope_with_sections_gives_the_contract_bits(call, dtype, path, monkeypatch):
     if path == "torch ops":
-        monkeypatch.setattr(st, "_kernel_writes", lambda tensor: False)
+        monkeypatch.setattr(tensors, "_kernel_writes", lambda tensor: False)
     sections, kw = CALLS[call]
     positions = POSITION_IDS[:, :, None, :]  # over the heads of (B, H, L, D)
     x = torch.randn(2, 3, POSITION_IDS.shape[-1], 128 if "partial" not in call else 48)
@@ -109,7 +110,7 @@ def test_rope_with_sections_gives_the_contract_bits(call, dtype, path, monkeypat
 @pytest.mark.parametrize("path", ["kernel", "torch ops"])
 def test_rope_with_sections_backward_is_the_transposed_rotation(path, monkeypatch):
     if path == "torch ops":
-        monkeypatch.setattr(st, "_kernel_writes", lambda tensor: False)
+        monkeypatch.setattr(tensors, "_kernel_writes", lambda tensor: False)
     positions = POSITION_IDS[:, :1, None, :9]
     kw = dict(positions=positions, sections=(3, 3, 2), sections_layout="interleaved",
               scale=0.75, rotary_dim=16)
@@ -126,7 +127,7 @@ def test_rope_with_sections_backward_is_the_transposed_rotation(path, monkeypatc
 @pytest.mark.parametrize("path", ["kernel", "torch ops"])
 def test_bad_sections_raise_before_anything_is_written(path, monkeypatch):
     if path == "torch ops":
-        monkeypatch.setattr(st, "_kernel_writes", lambda tensor: False)
+        monkeypatch.setattr(tensors, "_kernel_writes", lambda tensor: False)
     x = torch.randn(2, 3, 5, 16)
     before = x.clone()
     for kw, words in [

@@ -14,7 +14,7 @@
   rotary, scale, positions; the version counter moves; refusals write nothing.
 * ``rope`` out of place: same bits, gradcheck and gradgradcheck in float64, the
   backward pass is the transposed rotation.
-* The HF accuracy claims of the README hold (tests/test_rope_accuracy.py prints
+* The HF accuracy claims of docs/accuracy.md hold (tests/test_rope_accuracy.py prints
   the table).
 """
 from __future__ import annotations
@@ -26,8 +26,9 @@ from conftest import bits, count_kernel_rotations, require_module, require_torch
 import sinpe
 
 torch = require_torch()
-import sinpe._torch_rotary as rt  # noqa: E402
 import sinpe.torch as st  # noqa: E402
+import sinpe.torch._rope as rt  # noqa: E402
+import sinpe.torch._tensors as tensors  # noqa: E402
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 
@@ -35,7 +36,7 @@ DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 def require(module: str):
     """A peer package the README's test command installs (skipped without it, but
     under CI=true); for transformers' llama module, HF's own apply_rotary_pos_emb is
-    put back first: a README example may have patched it in this process."""
+    put back first: a documentation example may have patched it in this process."""
     found = require_module(module)
     if module.endswith("modeling_llama"):
         found.apply_rotary_pos_emb = HF_APPLY[0]
@@ -55,7 +56,7 @@ except ImportError:
 @pytest.fixture
 def torch_path(monkeypatch):
     """sinpe.torch's rotations run as torch ops (the off-CPU path), on the CPU."""
-    monkeypatch.setattr(st, "_kernel_writes", lambda tensor: False)
+    monkeypatch.setattr(tensors, "_kernel_writes", lambda tensor: False)
 
 
 def same(a, b) -> bool:
@@ -72,8 +73,8 @@ def rounded_caches(n_positions_or_positions, width, dtype, layout="concatenated"
     else:
         cos, sin = sinpe.rope(None, width, positions=n_positions_or_positions,
                               dtype=np.float64, layout=layout, **kw)
-    return (rt._round_once(torch.from_numpy(cos * scale), dtype),
-            rt._round_once(torch.from_numpy(sin * scale), dtype))
+    return (tensors._round_once(torch.from_numpy(cos * scale), dtype),
+            tensors._round_once(torch.from_numpy(sin * scale), dtype))
 
 
 def rotate_half(x, layout="concatenated"):
@@ -85,11 +86,11 @@ def test_round_once_matches_numpy():
     rng = np.random.default_rng(0)
     values = rng.standard_normal(20000) * 2.0 ** rng.integers(-30, 30, 20000)
     values[:4] = [0.0, -0.0, 1 + 2**-9 + 2**-40, 1 + 2**-9]  # ties broken by the low bits
-    got = rt._round_once(torch.from_numpy(values), torch.float16).numpy()
+    got = tensors._round_once(torch.from_numpy(values), torch.float16).numpy()
     with np.errstate(over="ignore"):  # beyond float16: infinities, as torch gives
         want16 = values.astype(np.float16)
     assert np.array_equal(got.view(np.uint16), want16.view(np.uint16))
-    got = rt._round_once(torch.from_numpy(values), torch.bfloat16).view(torch.int16).numpy()
+    got = tensors._round_once(torch.from_numpy(values), torch.bfloat16).view(torch.int16).numpy()
     import test_rope
     want = test_rope.round_once(values, np.dtype(ml_dtypes.bfloat16)).view(np.int16)
     assert np.array_equal(got, want)
@@ -312,10 +313,11 @@ def contract(x, kw, inverse=False):
     out = x.clone()
     if exact or x.dtype is torch.float64:
         wide = part.double()
-        out[..., :r] = rt._round_once(wide * torch.from_numpy(cos)
-                                      + rotate_half(wide, layout) * torch.from_numpy(sin), x.dtype)
+        out[..., :r] = tensors._round_once(wide * torch.from_numpy(cos)
+                                           + rotate_half(wide, layout) * torch.from_numpy(sin),
+                                           x.dtype)
     else:
-        c, s = (rt._round_once(torch.from_numpy(a), x.dtype) for a in (cos, sin))
+        c, s = (tensors._round_once(torch.from_numpy(a), x.dtype) for a in (cos, sin))
         out[..., :r] = part * c + rotate_half(part, layout) * s
     return out
 
@@ -325,7 +327,7 @@ def contract(x, kw, inverse=False):
 @pytest.mark.parametrize("call", sorted(CALLS))
 def test_rope_in_place_gives_the_contract_bits(call, dtype, path, monkeypatch):
     if path == "torch ops":
-        monkeypatch.setattr(st, "_kernel_writes", lambda tensor: False)
+        monkeypatch.setattr(tensors, "_kernel_writes", lambda tensor: False)
     shape, kw = CALLS[call]
     x = torch.randn(shape).to(dtype)
     want = contract(x, kw)
@@ -341,7 +343,7 @@ def test_rope_in_place_gives_the_contract_bits(call, dtype, path, monkeypatch):
 @pytest.mark.parametrize("path", ["kernel", "torch ops"])
 def test_rope_backward_is_the_transposed_rotation(path, monkeypatch):
     if path == "torch ops":
-        monkeypatch.setattr(st, "_kernel_writes", lambda tensor: False)
+        monkeypatch.setattr(tensors, "_kernel_writes", lambda tensor: False)
     kw = dict(offset=2**20, n=500000.0, scale=0.75, rotary_dim=12)
     x = torch.randn(2, 3, 9, 16, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda t: st.rope(t, **kw), (x,))
@@ -408,7 +410,7 @@ REFUSALS = [
 @pytest.mark.parametrize("case", range(len(REFUSALS)))
 def test_refusals_raise_documented_errors(case, path, monkeypatch):
     if path == "torch ops":
-        monkeypatch.setattr(st, "_kernel_writes", lambda tensor: False)
+        monkeypatch.setattr(tensors, "_kernel_writes", lambda tensor: False)
     call, error, words = REFUSALS[case]
     with pytest.raises(error, match=words) as info:
         call()

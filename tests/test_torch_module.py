@@ -22,9 +22,9 @@ float64 reference with the 2**-24 bound instead.
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -387,5 +387,5 @@ def test_module_help_documents_max_len_and_dtypes(st):
     doc = st.PositionalEncoding.__doc__
     assert "past ``max_len`` raise ``ValueError``" in " ".join(doc.split())
     assert "bfloat16" in doc
-    assert os.path.basename(st.__file__) == "torch.py"
+    assert Path(st.__file__).parts[-2:] == ("torch", "__init__.py")
 

@@ -35,16 +35,32 @@ pytestmark = pytest.mark.filterwarnings(
 @pytest.fixture
 def st(torch):
     import sinpe.torch as st
+    from sinpe.torch import _tables
 
-    st._TABLES.clear()
+    _tables._TABLES.clear()
     yield st
-    st._TABLES.clear()
+    _tables._TABLES.clear()
+
+
+@pytest.fixture
+def tables(st):
+    """sinpe.torch's module of tables (add_'s device table cache)."""
+    from sinpe.torch import _tables
+
+    return _tables
+
+
+def force_torch_ops(monkeypatch):
+    """sinpe.torch writes through torch's ops (the off-CPU path) even on the CPU."""
+    from sinpe.torch import _tensors
+
+    monkeypatch.setattr(_tensors, "_kernel_writes", lambda tensor: False)
 
 
 @pytest.fixture
 def torch_path(st, monkeypatch):
     """add_ writes through torch's ops (the off-CPU path) even on the CPU."""
-    monkeypatch.setattr(st, "_kernel_writes", lambda tensor: False)
+    force_torch_ops(monkeypatch)
 
 
 def module_and_input(st, torch, batch_first, length=5, d=8, max_len=16, seed=0):
@@ -376,51 +392,51 @@ def test_add_meta_tensor_keeps_its_shape(st, torch):
 # -- add_: the device table cache -------------------------------------------------------
 
 
-def count_tables(st, monkeypatch):
+def count_tables(tables, monkeypatch):
     built = []
-    real = st._table
+    real = tables._table
 
     def spy(L, d, n, offset, dtype, device):
         built.append((L, d, offset, dtype, device.type))
         return real(L, d, n, offset, dtype, device)
 
-    monkeypatch.setattr(st, "_table", spy)
+    monkeypatch.setattr(tables, "_table", spy)
     return built
 
 
-def test_add_off_the_cpu_reuses_one_table_per_device_and_arguments(st, torch, torch_path,
-                                                                   monkeypatch):
-    built = count_tables(st, monkeypatch)
+def test_add_off_the_cpu_reuses_one_table_per_device_and_arguments(st, tables, torch,
+                                                                   torch_path, monkeypatch):
+    built = count_tables(tables, monkeypatch)
     for _ in range(3):
         st.add_(torch.zeros(2, 5, 4))
     assert len(built) == 1
     st.add_(torch.zeros(2, 5, 4), offset=1)  # other rows
     st.add_(torch.zeros(2, 5, 4, dtype=torch.float64))  # other dtype
     st.add_(torch.empty(2, 5, 4, device="meta"))  # other device
-    assert len(built) == 4 and len(st._TABLES) == 4
+    assert len(built) == 4 and len(tables._TABLES) == 4
     x = torch.zeros(3, 5, 4)  # another batch, the same table
     st.add_(x)
     assert len(built) == 4 and same_bits(torch, x[2], st.encode(5, 4))
 
 
-def test_device_table_cache_is_bounded_least_recently_used_first(st, torch, torch_path,
+def test_device_table_cache_is_bounded_least_recently_used_first(st, tables, torch, torch_path,
                                                                  monkeypatch):
-    built = count_tables(st, monkeypatch)
-    monkeypatch.setattr(st, "_TABLES", st._TableCache(max_tables=2, max_bytes=1000))
+    built = count_tables(tables, monkeypatch)
+    monkeypatch.setattr(tables, "_TABLES", tables._TableCache(max_tables=2, max_bytes=1000))
     cpu = torch.device("cpu")
     for offset in (0, 1, 0, 2):  # 0 is used again before 2 arrives: 1 goes
         st.add_(torch.zeros(1, 5, 4), offset=offset)
-    assert len(st._TABLES) == 2 and len(built) == 3
+    assert len(tables._TABLES) == 2 and len(built) == 3
     st.add_(torch.zeros(1, 5, 4), offset=0)
     assert len(built) == 3  # still kept
     st.add_(torch.zeros(1, 5, 4), offset=1)
     assert len(built) == 4  # was evicted
     st.add_(torch.zeros(1, 60, 4))  # 960 bytes: fits alone, pushes out the rest
-    assert st._TABLES.nbytes(cpu) <= 1000 and len(st._TABLES) == 1
+    assert tables._TABLES.nbytes(cpu) <= 1000 and len(tables._TABLES) == 1
     x = torch.zeros(1, 300, 4)  # 4800 bytes: used, never kept
     st.add_(x)
-    assert same_bits(torch, x[0], st.encode(300, 4)) and st._TABLES.nbytes(cpu) <= 1000
-    assert len(st._TABLES) == 1
+    assert same_bits(torch, x[0], st.encode(300, 4)) and tables._TABLES.nbytes(cpu) <= 1000
+    assert len(tables._TABLES) == 1
 
 
 # -- add_: errors --------------------------------------------------------------------------
@@ -455,7 +471,7 @@ REFUSALS = {
 def test_add_refuses_with_documented_errors_and_writes_nothing(st, torch, monkeypatch, path,
                                                               case):
     if path == "torch ops":
-        monkeypatch.setattr(st, "_kernel_writes", lambda tensor: False)
+        force_torch_ops(monkeypatch)
     make, kwargs, error, match = REFUSALS[case]
     tensor = make(torch)
     values = tensor.detach().to_dense().clone()

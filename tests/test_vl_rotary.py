@@ -12,7 +12,7 @@
   and ``sin(p w)`` of HF's frequencies ``w``, ``p`` the position of each pair's
   own section (tests/test_rope_sections.py's ``section_of``, held against HF's
   ``recomposition_frequencies``), near 2**17 and 2**20; HF's module at least
-  100 times further off near 2**17.  The README's table of it, computed here.
+  100 times further off near 2**17.  docs/accuracy.md's table of it, computed here.
 * The vision tower: sinpe's axial stand-in within half an ulp of the exact
   values of the module's frequencies at each patch's row and column;
   ``apply_rotary_pos_emb_vision`` bit for bit HF's (dtype and strides too) for
@@ -33,9 +33,9 @@ torch = require_torch()
 transformers = require("transformers")
 import sinpe  # noqa: E402
 import sinpe.torch as st  # noqa: E402
-from sinpe import _vl_rotary  # noqa: E402
+from sinpe.torch import _multi_axis  # noqa: E402
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ACCURACY_PAGE = Path(__file__).resolve().parents[1] / "docs" / "accuracy.md"
 
 
 def modeling(family):
@@ -108,7 +108,7 @@ def test_the_sections_are_the_modules(family):
     _, _, sections, layout = TEXT[family]
     assert (module.sections, module.sections_layout) == (sections, layout)
     # without transformers' module: the config's keys say the same
-    assert _vl_rotary.config_sections(config, 128) == (sections, layout)
+    assert _multi_axis.config_sections(config, 128) == (sections, layout)
     # a whole VL config stands for its text config
     whole = {"qwen2_vl": transformers.Qwen2VLConfig, "qwen2_5_vl": transformers.Qwen2_5_VLConfig,
              "qwen3_vl": transformers.Qwen3VLConfig,
@@ -237,7 +237,7 @@ def test_transformers_is_100_times_further_off_near_2_17(family):
     assert error(hf(x, position_ids)) >= 100 * error(module(x, position_ids))
 
 
-# The README's table: each row a model's text config and a position p of an image's token,
+# docs/accuracy.md's table: each row a model's text config and a position p of an image's token,
 # whose (time, height, width) are (p, p + 12, p + 30); each column the largest absolute error
 # over the (cos, sin) columns its rotary module returns in float32, against the exact values
 # of HF's float32 frequencies at each pair's own position, in mpmath at 40 digits.
@@ -284,9 +284,10 @@ def accuracy_table() -> str:
     return "\n".join(lines)
 
 
-def test_readme_holds_the_computed_table():
+def test_the_accuracy_page_holds_the_computed_table():
     table = accuracy_table()
-    assert table in README.read_text(), f"README.md's table is stale; it should read:\n{table}"
+    assert table in ACCURACY_PAGE.read_text(), (
+        f"docs/accuracy.md's table is stale; it should read:\n{table}")
 
 
 def test_the_claims_of_the_table():
@@ -308,7 +309,7 @@ VISION = {"qwen2_vl": ("Qwen2VLVisionRotaryEmbedding", transformers.Qwen2VLVisio
 def test_the_vision_stand_in_is_exact_at_each_patchs_row_and_column(family):
     name, make, sizes = VISION[family]
     hf = getattr(modeling(family), name)(make(**sizes))
-    axial = _vl_rotary.AxialRotary(hf)
+    axial = _multi_axis.AxialRotary(hf)
     steps = torch.arange(300)
     patches = torch.stack([steps // 17 * 31, steps % 17 * 43 + 1000], dim=1)  # (N, 2)
     got = axial(torch.zeros(1, dtype=torch.bfloat16), patches)

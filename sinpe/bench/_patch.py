@@ -1,0 +1,83 @@
+"""bench --rope's model rows: a small Llama's forward, HF's own and patched by sinpe.
+
+One randomly initialised ``LlamaForCausalLM`` (4 layers, hidden size 512, 8 heads of
+64 features, 2 key-value heads), in float32: a prefill of 512 tokens without a cache,
+and a decoding step at position 1024 (one token after a KV cache of 1024, the cache
+cropped back after each step).  The same model object is timed unpatched and under
+``sinpe.torch.patch`` (entered around each of its blocks, outside the timing: the
+blocks take turns, sinpe/bench/_timing.py), on one thread and on all.  The apply
+function's global is HF's again between sinpe's blocks, so HF's blocks run HF's code.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List
+
+import sinpe
+from sinpe.bench._timing import _us, print_rows
+
+SMALL_LLAMA: Dict[str, Any] = dict(vocab_size=2048, hidden_size=512, intermediate_size=1408,
+                   num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
+                   max_position_embeddings=4096)
+PREFILL, CONTEXT = 512, 1024
+
+
+def patched_model_cases(quick: bool, blocks: Callable[..., Dict[str, float]]
+                        ) -> List[Dict[str, Any]]:
+    """Rows {"case", "threads", "times": {"hf", "sinpe"}}; none without transformers.
+    ``blocks`` is the bench's blocks_in_turn (the tests stub it)."""
+    try:
+        import torch
+        import transformers
+    except ImportError:
+        return []
+    import sinpe.torch as st
+
+    torch.manual_seed(0)
+    model: Any = transformers.LlamaForCausalLM(transformers.LlamaConfig(**SMALL_LLAMA))
+    model.eval()
+    generator = torch.Generator().manual_seed(1)
+    prompt = torch.randint(0, SMALL_LLAMA["vocab_size"], (1, PREFILL), generator=generator)
+    context = torch.randint(0, SMALL_LLAMA["vocab_size"], (1, CONTEXT), generator=generator)
+    rounds, seconds = (5, 1.0) if quick else (11, 4.0)
+    results: List[Dict[str, Any]] = []
+    everyone, torch_threads = sinpe.get_num_threads(), torch.get_num_threads()
+    try:
+        with torch.no_grad():
+            cache = model(context, use_cache=True).past_key_values
+            token = context[:, -1:]
+
+            def step() -> None:
+                model(token, past_key_values=cache, use_cache=True)
+                cache.crop(-1)  # back to CONTEXT tokens: every step is the same one
+
+            def prefill() -> None:
+                model(prompt, use_cache=False)
+
+            for threads in sorted({1, everyone}):
+                sinpe.set_num_threads(threads)
+                torch.set_num_threads(threads)
+                for label, fn in ((f"prefill of {PREFILL} tokens", prefill),
+                                  (f"decoding step at position {CONTEXT}", step)):
+                    times = blocks({"hf": fn, "sinpe": fn}, rounds, seconds,
+                                   contexts={"sinpe": lambda: st.patch(model)})
+                    results.append({"case": f"small Llama, {label}", "threads": threads,
+                                    "times": times})
+    finally:
+        sinpe.set_num_threads(everyone)
+        torch.set_num_threads(torch_threads)
+    return results
+
+
+def print_patched(results: List[Dict[str, Any]], file: Any) -> None:
+    """One row per case and thread count: HF's forward, the patched one, their ratio."""
+    if not results:
+        return
+    print("\nsinpe.torch.patch: a small Llama's forward (float32, 4 layers, 8 heads of 64), "
+          "HF's own and the same model patched; medians of blocks taken in turn; "
+          "ratio = patched / HF", file=file)
+    rows = [["case", "threads", "HF", "patched", "patched/HF"]]
+    for r in results:
+        t = r["times"]
+        rows.append([r["case"], str(r["threads"]), _us(t["hf"]), _us(t["sinpe"]),
+                     f"{t['sinpe'] / t['hf']:.2f}x"])
+    print_rows(rows, file)

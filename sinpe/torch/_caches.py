@@ -1,0 +1,141 @@
+"""sinpe.torch's RoPE caches: ``rope_cache``, which :mod:`sinpe.torch` re-exports
+(use it from there).
+
+``rope_cache`` is ``sinpe.rope`` for torch: the caches written by the kernel into a
+CPU tensor's memory and moved once to the device.  The rotary module
+(:mod:`sinpe.torch._rotary_module`) makes its tables with it, and the multi-axis
+pieces (:mod:`sinpe.torch._multi_axis`) their caches off the CPU.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+import sinpe
+from sinpe.torch._tensors import (
+    _check_dtype,
+    _device,
+    _empty,
+    _host_array,
+    _host_sections,
+    _kernel_view,
+    _moved,
+)
+
+
+def rope_cache(
+    L: Optional[int],
+    d: int,
+    n: Optional[float] = None,
+    *,
+    offset: Optional[int] = None,
+    positions: object = None,
+    layout: str = "concatenated",
+    freq: object = None,
+    scale: float = 1.0,
+    dtype: Optional[torch.dtype] = None,
+    device: Any = None,
+    sections: object = None,
+    sections_layout: Optional[str] = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE caches ``(cos, sin)`` as tensors: ``sinpe.rope`` for PyTorch.
+
+    Arguments as ``sinpe.rope`` (``n`` defaults to 10000 unless ``freq`` is
+    given, ``offset`` to 0; ``positions``, ``freq`` and ``sections`` may be
+    tensors or arrays): rows are positions ``offset .. offset + L - 1``, or
+    ``positions`` (``L`` None; each result then has shape ``positions.shape +
+    (d,)``); each value is ``cos(p * w)`` or ``sin(p * w)`` with the angle in
+    double, times ``scale`` in double, rounded once to ``dtype`` (float16,
+    bfloat16, float32 or float64; default torch's default dtype).
+
+    With ``sections`` (multi-axis RoPE, as ``sinpe.rope``: Qwen2-VL's
+    ``mrope_section``, ``sections_layout="interleaved"`` for Qwen3-VL's) the
+    positions lead with one row per section (HF's ``position_ids`` of shape
+    ``(3, B, L)``), each frequency pair takes its angle from its section's row,
+    and the results have shape ``positions.shape[1:] + (d,)``.
+
+    A row's values depend only on its position and the frequencies: rows made for
+    explicit ``positions`` have the bits of a table's rows of the same positions
+    (:class:`sinpe.torch.RotaryEmbedding` keeps tables made by this function, and
+    computes positions past their memory cap call by call, with it too).
+
+    ``device`` defaults to torch's default device.  The kernel writes the
+    caches into a new CPU tensor's own memory; they are moved to any other
+    device once.  On ``meta`` the caches are empty meta tensors (the arguments
+    are checked).  Bad arguments raise sinpe's ``TypeError``/``ValueError``
+    before anything is allocated.
+
+    >>> import torch, sinpe.torch
+    >>> cos, sin = sinpe.torch.rope_cache(4, 8, 500000.0, offset=10, dtype=torch.bfloat16)
+    >>> cos.shape, sin.dtype
+    (torch.Size([4, 8]), torch.bfloat16)
+    """
+    dtype = _check_dtype(torch.get_default_dtype() if dtype is None else dtype)
+    device = _device(device)
+    columns: dict[str, Any] = {"layout": layout, "scale": scale}
+    if n is not None:
+        columns["n"] = n
+    if freq is not None:
+        columns["freq"] = _host_array(freq, "freq")
+    rows: dict[str, Any] = {}
+    if positions is not None:
+        rows["positions"] = np.asarray(_host_array(positions, "positions"))
+    if offset is not None:
+        rows["offset"] = offset
+    if sections is not None or sections_layout is not None:
+        rows.update(_section_kwargs(sections, sections_layout))
+        shape_rows = _section_rows(L, d, columns, rows)
+    else:
+        # sinpe's own checks and messages, on calls of 0 columns' work: the columns'
+        # arguments on no rows, then L (or the positions) on a width-2 float16 cache
+        first: dict[str, Any] = {} if offset is None else {"offset": offset}
+        sinpe.rope(0 if L is None else _zero_like(L), d, **columns, **first)
+        shape_rows = sinpe.rope(L, 2, **rows, dtype=np.float16)[0].shape[:-1]
+    shape = (*shape_rows, operator.index(d))
+    target = device if device.type == "meta" else torch.device("cpu")
+    cos, sin = _empty(shape, dtype, target), _empty(shape, dtype, target)
+    if target.type != "meta" and cos.numel():
+        view = _kernel_view
+        sinpe.rope(L, d, **columns, **rows, out=(view(cos), view(sin)))
+    return _moved(cos, device), _moved(sin, device)
+
+
+def _section_kwargs(sections: object, sections_layout: Optional[str]) -> dict[str, Any]:
+    """``sections`` (a list, for a tensor or an array; as given otherwise, for sinpe's
+    checks) and ``sections_layout`` if given."""
+    if isinstance(sections, np.ndarray):
+        sections = sections.tolist()
+    given: dict[str, Any] = {"sections": _host_sections(sections)}
+    if sections_layout is not None:
+        given["sections_layout"] = sections_layout
+    return given
+
+
+def _section_rows(L: Any, d: int, columns: dict[str, Any], rows: dict[str, Any]
+                  ) -> tuple[int, ...]:
+    """The rows' shape of caches with sections (``rows``: the positions and sections),
+    after sinpe's own checks and messages on calls of no columns' work: everything
+    but the positions' values on no rows (each section's row cut to length 0), then
+    the values on a width-2 float16 cache whose one pair takes the first row."""
+    positions, sections = rows.get("positions"), rows.get("sections")
+    if (positions is None or L is not None or positions.ndim == 0
+            or not isinstance(sections, (list, tuple)) or len(sections) != positions.shape[0]):
+        sinpe.rope(L, d, **columns, **rows)  # sinpe's error, raised before any work
+    assert positions is not None
+    empty = positions.reshape(positions.shape[0], -1)[:, :0]
+    sinpe.rope(None, d, **columns, **dict(rows, positions=empty))
+    first = (1,) + (0,) * (positions.shape[0] - 1)
+    one = sinpe.rope(None, 2, positions=positions, sections=first, dtype=np.float16)
+    return tuple(one[0].shape[:-1])
+
+
+def _zero_like(L: Any) -> Any:
+    """0 for an int L, L itself otherwise (so that sinpe names its wrong type)."""
+    try:
+        operator.index(L)
+    except TypeError:
+        return L
+    return 0

@@ -1,0 +1,285 @@
+"""What sinpe.torch.patch verifies before it changes anything: never silently wrong.
+
+- An apply function is recognised by what it does: it runs on every probe of
+  :mod:`sinpe.torch.hf._probes`, and the first form of
+  :data:`sinpe.torch.hf._forms.FORMS` that gives its result (bits, dtype, shape,
+  strides and device) on every probe it accepts stands in for it.  None: the
+  function stays transformers' own, and the reason says what differed.
+- A rotary module: sinpe's forward and a new module of the same class and config (as
+  sinpe's starts: without the state dynamic rope keeps from the model's earlier calls,
+  with float32 frequencies where ``model.to(dtype)`` cast the model's) give caches of
+  the same structure, shape, dtype and device, and values within the float32 rounding
+  of HF's own angles, at positions short of any switch of dynamic or longrope
+  frequencies (which would move the state of sinpe's module).
+- A table kept in an attention module (GPT-J's sin/cos ``embed_positions``): a 2-D
+  float buffer holding the values of such a table within that rounding.
+
+Each check returns the reason it failed ("" when it passed); :mod:`._patch` turns the
+reasons into the handle's report or the ValueError that refuses a model.
+"""
+
+import copy
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional
+
+import numpy as np
+import torch
+from torch import nn
+
+import sinpe
+
+from sinpe.torch._verify import caches_differ, check_positions, tolerance, unswitched_positions
+from sinpe.torch.hf._double import caches_differ as double_differs
+from sinpe.torch.hf._forms import FORMS, Form
+from sinpe.torch.hf._probes import Probe, probes
+
+# parameters an apply function may take that no form needs: transformers passes them
+# and ignores them (``position_ids``), or collects anything (``**kwargs``)
+_IGNORED = ("position_ids",)
+
+
+def same(got: Any, want: Any) -> bool:
+    """Bits, dtype, shape, strides and device; tuples element by element."""
+    if isinstance(want, (tuple, list)):
+        return (type(got) is type(want) and len(got) == len(want)
+                and all(same(g, w) for g, w in zip(got, want)))
+    if not isinstance(want, torch.Tensor) or not isinstance(got, torch.Tensor):
+        return got is want
+    if (got.dtype != want.dtype or got.shape != want.shape or got.device != want.device
+            or got.stride() != want.stride()):
+        return False
+    if not want.is_floating_point():
+        return torch.equal(got, want)
+    width = {2: torch.int16, 4: torch.int32, 8: torch.int64}[want.element_size()]
+    return torch.equal(got.view(width), want.view(width))
+
+
+@dataclass
+class Recognised:
+    """An apply function and the form that stands in for it (None: no form does)."""
+
+    form: Optional[Form]
+    replacement: Optional[Callable[..., Any]]
+    reason: str = ""
+
+
+def recognise_function(original: Callable[..., Any], device: torch.device) -> Recognised:
+    """The first form that gives ``original``'s result on every probe it accepts."""
+    accepted: list[tuple[Probe, Any]] = []
+    with torch.no_grad():
+        for probe in probes(device):
+            try:
+                accepted.append((probe, original(*probe.args, **probe.kwargs)))
+            except Exception:  # the function does not take this kind of call
+                continue
+    if not accepted:
+        return Recognised(None, None, "takes none of the calls apply functions take")
+    reasons = []
+    for form in FORMS:
+        replacement = adapted(form.function, original)
+        if replacement is None:
+            continue
+        why = _differs(replacement, accepted)
+        if not why:
+            return Recognised(form, replacement)
+        reasons.append(f"{form.name}: {why}")
+    return Recognised(None, None, "no form of sinpe gives its result ("
+                      + "; ".join(reasons[:3]) + (", ..." if len(reasons) > 3 else "") + ")")
+
+
+def _differs(replacement: Callable[..., Any], accepted: list[tuple[Probe, Any]]) -> str:
+    with torch.no_grad():
+        for probe, want in accepted:
+            try:
+                got = replacement(*probe.args, **probe.kwargs)
+            except Exception as exc:
+                return f"raised {type(exc).__name__} on {probe.describe()}"
+            if not same(got, want):
+                return f"another result on {probe.describe()}"
+    return ""
+
+
+def adapted(form: Callable[..., Any], original: Callable[..., Any]
+            ) -> Optional[Callable[..., Any]]:
+    """``form`` callable as ``original`` is called: ``form`` itself where their
+    parameters have the same names, order and defaults; else a function that takes
+    ``original``'s arguments and passes ``form`` those it names (by name), dropping
+    the ones transformers ignores; None where ``original`` takes an argument ``form``
+    has no place for."""
+    try:
+        mine = inspect.signature(form).parameters
+        theirs = inspect.signature(original).parameters
+    except (TypeError, ValueError):
+        return None
+    if [(p.name, p.kind, p.default) for p in mine.values()] == [
+            (p.name, p.kind, p.default) for p in theirs.values()]:
+        return form
+    names = []
+    for parameter in theirs.values():
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            continue
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            return None
+        if parameter.name not in mine and parameter.name not in _IGNORED:
+            return None
+        names.append(parameter.name)
+    defaults = {p.name: p.default for p in theirs.values()
+                if p.default is not inspect.Parameter.empty}
+    takes = {name for name in mine}
+    swallow = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in theirs.values())
+
+    def adapter(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > len(names):
+            raise TypeError(f"{original.__name__}() takes {len(names)} positional arguments "
+                            f"but {len(args)} were given")
+        given = dict(defaults)
+        given.update(zip(names, args))
+        for key, value in kwargs.items():
+            if key not in names and not swallow:
+                raise TypeError(f"{original.__name__}() got an unexpected keyword argument "
+                                f"{key!r}")
+            given[key] = value
+        return form(**{key: value for key, value in given.items() if key in takes})
+
+    adapter.__name__ = original.__name__
+    adapter.__qualname__ = getattr(original, "__qualname__", original.__name__)
+    adapter.__doc__ = form.__doc__
+    return adapter
+
+
+# -- caches ------------------------------------------------------------------------------
+
+
+def _reference(module: nn.Module, device: torch.device) -> nn.Module:
+    """A new module of ``module``'s class and config: the caches sinpe's must give (the
+    model's may hold dynamic rope's state, or frequencies ``model.to(dtype)`` cast); a
+    copy of the module where its class is not made from a config alone."""
+    try:
+        return type(module)(module.config).to(device)
+    except Exception:
+        return copy.deepcopy(module)
+
+
+class _ReferenceFails(Exception):
+    """The reference module itself fails on positions a stand-in must take."""
+
+
+def _layer_types(module: nn.Module) -> list[Optional[str]]:
+    """The layer types ``module.forward`` takes (Gemma 3's), else ``[None]``."""
+    takes_layer = "layer_type" in inspect.signature(type(module).forward).parameters
+    layer_types = sorted(set(getattr(module, "layer_types", None) or [])) if takes_layer else []
+    return list(layer_types) or [None]
+
+
+def _probe_calls(module: nn.Module, reference: nn.Module, layer_type: Optional[str],
+                 device: torch.device) -> Iterator[tuple[torch.Tensor, torch.Tensor,
+                                                         torch.Tensor, tuple[str, ...], Any]]:
+    """``(x, positions, largest, extra, want)`` for each probe of one layer type:
+    ``reference(x, positions, *extra)`` is ``want``, float32 and bfloat16 ``x``, positions
+    short of any switch; raises :class:`_ReferenceFails` where the reference fails on
+    positions it must take (others it does not take are passed over)."""
+    extra = () if layer_type is None else (layer_type,)
+    count = unswitched_positions(module, layer_type)
+    for positions, largest, required in check_positions(module, count, device):
+        for dtype in (torch.float32, torch.bfloat16):
+            x = torch.zeros((*largest.shape, 8), dtype=dtype, device=device)
+            try:
+                with torch.no_grad():
+                    want = reference(x, positions, *extra)
+            except Exception as exc:
+                if not required:
+                    break  # the module does not take positions of that shape
+                raise _ReferenceFails(
+                    f"raised {exc!r} on positions {tuple(positions.shape)}") from exc
+            yield x, positions, largest, extra, want
+
+
+def check_double(module: nn.Module, double: Callable[..., Any]) -> str:
+    """Why ``double`` (the module's forward in double precision) does not stand in for
+    the text rotary ``module`` (``forward(x, position_ids)``), or "": against a copy of
+    the module as the model holds it (the double run is its own code)."""
+    buffers = list(module.buffers())
+    device = buffers[0].device if buffers else torch.device("cpu")
+    reference = copy.deepcopy(module)
+    try:
+        for layer_type in _layer_types(module):
+            for x, positions, _, extra, want in _probe_calls(module, reference, layer_type,
+                                                             device):
+                try:
+                    with torch.no_grad():
+                        got, angle = double(x, positions, *extra)
+                except Exception as exc:
+                    return f"cannot be run in double precision ({exc!r})"
+                why = double_differs(got, want, angle)
+                if why:
+                    return why
+    except _ReferenceFails as exc:
+        return str(exc)
+    return ""
+
+
+def check_rotary(module: nn.Module, forward: Callable[..., Any], fresh: bool = True) -> str:
+    """Why ``forward`` does not stand in for the rotary ``module``, or "": a new module of
+    its class and config (``fresh``), and the model's module itself where its
+    frequencies are still float32 (frequencies changed after loading are the model's)."""
+    buffers = list(module.buffers())
+    device = buffers[0].device if buffers else torch.device("cpu")
+    why = ""
+    if fresh:
+        try:  # a new one: the model's may hold dynamic rope's state, or cast frequencies
+            reference = _reference(module, device)
+        except Exception as exc:
+            return (f"cannot be made again from its config to check sinpe's caches against "
+                    f"({exc!r})")
+        why = _check_rotary_against(module, reference, forward, device)
+    frequencies = [b for n, b in module.named_buffers() if n.endswith("inv_freq")]
+    if not why and frequencies and all(b.dtype is torch.float32 for b in frequencies):
+        why = _check_rotary_against(module, copy.deepcopy(module), forward, device)
+        if why:
+            why = f"(as the model holds it, not as its config makes it) {why}"
+    return why
+
+
+def _check_rotary_against(module: nn.Module, reference: nn.Module, forward: Callable[..., Any],
+                          device: torch.device) -> str:
+    try:
+        for layer_type in _layer_types(module):
+            prefix = "" if layer_type is None else f"{layer_type}_"
+            inv_freq = getattr(reference, f"{prefix}inv_freq", None)
+            scaling = getattr(reference, f"{prefix}attention_scaling", None)
+            if not isinstance(inv_freq, torch.Tensor) or not isinstance(scaling, (int, float)):
+                return (f"has no {prefix}inv_freq and {prefix}attention_scaling to check "
+                        "sinpe's caches against")
+            for x, positions, largest, extra, want in _probe_calls(module, reference,
+                                                                   layer_type, device):
+                try:
+                    with torch.no_grad():
+                        got = forward(x, positions, *extra)
+                except Exception as exc:
+                    return f"cannot be stood in for by sinpe's rotary module ({exc!r})"
+                why = caches_differ(got, want, largest, inv_freq, float(scaling))
+                if why:
+                    return why
+    except _ReferenceFails as exc:
+        return str(exc)
+    return ""
+
+
+def sinusoid_table(table: torch.Tensor) -> Optional[torch.Tensor]:
+    """GPT-J's sin/cos table exact, if ``table`` is one (else None): ``cat(sin, cos)`` of
+    ``p * w`` for rows ``p``, with the frequencies ``w`` of its
+    ``create_sinusoidal_positions`` (``10000 ** (-2k / r)`` in float32), the angles in
+    double; float64, on the CPU.  ``table`` is one if it has those values within the
+    float32 rounding of its own angles."""
+    rows, width = table.shape
+    if width % 2:
+        return None
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, width, 2, dtype=torch.int64) / width).float())
+    cos, sin = sinpe.rope(rows, width, freq=inv_freq.double().numpy(), dtype=np.float64)
+    half = width // 2
+    exact = torch.from_numpy(np.concatenate([sin[:, :half], cos[:, :half]], axis=1))
+    bound = tolerance(torch.arange(rows), inv_freq, 1.0, table.dtype)
+    if not bool(((exact - table.detach().to("cpu", torch.float64)).abs() <= bound).all()):
+        return None
+    return exact
