@@ -8,6 +8,16 @@
 
 #include "python/binding.h"
 
+/* encode_at's and encode_grid's return value, and the heading of their errors */
+#define DOC_RETURNS_NEW_ARRAY                                                                 \
+    "Returns\n"                                                                               \
+    "-------\n"                                                                               \
+    "numpy.ndarray\n"                                                                         \
+    "    A new C-contiguous array, or ``out``.\n"                                             \
+    "\n"                                                                                      \
+    "Raises\n"                                                                                \
+    "------\n"
+
 PyDoc_STRVAR(encode_doc,
 "encode($module, /, L, d, n=10000.0, *, offset=0, dtype=None, out=None, layout='interleaved',\n"
 "       schedule='paper', freq=None)\n"
@@ -186,13 +196,7 @@ PyDoc_STRVAR(encode_at_doc,
 "padding : array_like of bool, optional\n"
 "    Shape ``positions.shape``; rows where it is True are zero (fairseq).\n"
 "\n"
-"Returns\n"
-"-------\n"
-"numpy.ndarray\n"
-"    A new C-contiguous array, or ``out``.\n"
-"\n"
-"Raises\n"
-"------\n"
+DOC_RETURNS_NEW_ARRAY
 "TypeError\n"
 "    ``positions`` not integer/float, ``padding`` not boolean, bad dtype.\n"
 "ValueError\n"
@@ -417,13 +421,7 @@ PyDoc_STRVAR(encode_grid_doc,
 "    A permutation of the grid axes: the columns of ``order[0]`` come first.\n"
 "    Default ``(0, 1, ...)``.\n"
 "\n"
-"Returns\n"
-"-------\n"
-"numpy.ndarray\n"
-"    A new C-contiguous array, or ``out``.\n"
-"\n"
-"Raises\n"
-"------\n"
+DOC_RETURNS_NEW_ARRAY
 "TypeError, ValueError\n"
 "    Bad shape, split not summing to ``d`` (or odd with ``'sines_first'``),\n"
 "    order not a permutation, unknown layout/schedule, as for ``encode``.\n"
