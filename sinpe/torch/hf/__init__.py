@@ -10,5 +10,6 @@ imports this package, and nothing here imports transformers.
 """
 
 from sinpe.torch.hf._patch import FAMILIES, Patch, patch
+from sinpe.torch.hf._drift import drift
 
-__all__ = ["FAMILIES", "Patch", "patch"]
+__all__ = ["FAMILIES", "Patch", "drift", "patch"]
