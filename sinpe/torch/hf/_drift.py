@@ -150,7 +150,12 @@ def drift(model: nn.Module, input_ids: Optional[torch.Tensor] = None, *,
     offsets = _check_positions(positions, ids.shape[-1], model)
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be a callable or None, got {type(progress).__name__}")
-    say = progress or (lambda line: None)
+    total = 2 * (len(offsets) + 1)
+    count = iter(range(1, total + 1))
+
+    def say(line: str) -> None:
+        if progress is not None:
+            progress(f"[{next(count)}/{total}] {line}")
     training = model.training
     result: dict[str, list[Any]] = {key: [] for key in KEYS}
     result["positions"] = list(offsets)
@@ -175,11 +180,12 @@ def drift(model: nn.Module, input_ids: Optional[torch.Tensor] = None, *,
 def _measure(model: nn.Module, ids: torch.Tensor, offsets: list[int], rotaries: list[_Rotary],
              x: torch.Tensor, mode: str, result: dict[str, list[Any]],
              say: Callable[[str], None]) -> None:
-    say(f"{mode}: positions 0..{ids.shape[-1] - 1}")
+    who = "patched by sinpe" if mode == "sinpe" else "as loaded (hf)"
+    say(f"{who}: positions 0..{ids.shape[-1] - 1}")
     reference = _logits(model, ids, 0)
     log_p = torch.log_softmax(reference, -1)
     for s in offsets:
-        say(f"{mode}: positions {s}..{s + ids.shape[-1] - 1}")
+        say(f"{who}: positions {s}..{s + ids.shape[-1] - 1}")
         shifted = _logits(model, ids, s)
         log_q = torch.log_softmax(shifted, -1)
         kl = (log_p.exp() * (log_p - log_q)).sum(-1)
