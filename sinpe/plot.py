@@ -286,6 +286,7 @@ _DRIFT_LABELS = {
     "kl": "mean KL(p at 0 || p at s), nats",
     "top1": "share of top-1 tokens kept",
     "cache": "max |cos, sin - exact|",
+    "scores": "max |score at s - score at 0|",
 }
 
 
@@ -335,15 +336,17 @@ def drift(
     names = [str(q) for q in ([quantities] if isinstance(quantities, str) else quantities)]
     missing = [f"{q}_{who}" for q in names for who in ("hf", "sinpe")
                if f"{q}_{who}" not in result]
-    if not names or missing or "positions" not in result:
+    if not names:
+        raise ValueError("quantities must name at least one quantity (logits, kl, top1, cache)")
+    if missing or "positions" not in result:
         raise ValueError(f"result must have 'positions' and, for quantities {names}, "
                          f"lists q_hf and q_sinpe; missing {missing or ['positions']}")
     if ax is not None and len(names) != 1:
         raise ValueError(f"with ax=, draw one quantity, got {names}")
     positions = np.asarray(result["positions"], dtype=np.float64)
+    figure = None
     if ax is None:
-        size = figsize or (4.0 * len(names), 3.4)
-        figure = _new_figure(size)
+        figure = _new_figure(figsize or (4.0 * len(names), 3.4))
         panels = list(np.atleast_1d(figure.subplots(1, len(names))))
     else:
         panels = [ax]
@@ -360,9 +363,11 @@ def drift(
         axes.set_ylabel(_DRIFT_LABELS.get(name, name))
         axes.grid(True, which="major", alpha=0.4)
         axes.legend()
-    if title:
-        if ax is None:
-            panels[0].get_figure().suptitle(title)  # type: ignore[union-attr]
-        else:
+    if ax is not None:
+        if title:
             ax.set_title(title)
-    return panels[0] if ax is not None else _result(panels[0], None)
+        return ax
+    assert figure is not None
+    if title:
+        figure.suptitle(title)
+    return figure

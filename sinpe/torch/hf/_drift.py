@@ -156,6 +156,7 @@ def drift(model: nn.Module, input_ids: Optional[torch.Tensor] = None, *,
     def say(line: str) -> None:
         if progress is not None:
             progress(f"[{next(count)}/{total}] {line}")
+
     training = model.training
     result: dict[str, list[Any]] = {key: [] for key in KEYS}
     result["positions"] = list(offsets)

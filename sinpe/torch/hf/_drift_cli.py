@@ -43,7 +43,8 @@ def load(path: str, dtype: str, seed: int) -> tuple[nn.Module, bool]:
             torch.manual_seed(seed)
             # built in the dtype, as from_pretrained loads: the rotary modules keep
             # float32 frequencies (model.to(dtype) would round them too)
-            model = transformers.AutoModelForCausalLM.from_config(config, dtype=DTYPES[dtype])
+            build: Any = transformers.AutoModelForCausalLM.from_config
+            model = build(config, dtype=DTYPES[dtype])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{path}: cannot build a causal language model from this "
                          f"config: {exc}") from exc
