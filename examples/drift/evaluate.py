@@ -2,7 +2,7 @@
 
     python examples/drift/evaluate.py --write docs/_generated
 
-writes ``drift_accuracy.json`` (every count) and ``drift_accuracy.md`` (the table the
+writes ``drift_accuracy.json`` (every count, and each model's ``training.json``) and ``drift_accuracy.md`` (the table the
 documentation includes).  For each model of ``examples/drift/models/`` (``train.py``),
 in float32 and in bfloat16 (loaded with ``dtype=``, as a user loads a checkpoint: the
 rotary module keeps its float32 frequencies), as loaded (``hf``: transformers' float32
@@ -67,7 +67,8 @@ def cell(model: transformers.PreTrainedModel, task: str, mode: str, offset: int,
 
 def evaluate(tasks: list[str], dtypes: list[str], offsets: tuple[int, ...] = OFFSETS,
              models: Path = HERE / "models", log: bool = True) -> dict:
-    results: dict = {"offsets": list(offsets), "models": {}}
+    results: dict = {"offsets": list(offsets), "models": {}, "training": {
+        task: json.loads((models / task / "training.json").read_text()) for task in tasks}}
     for task in tasks:
         x, right = sequences(task)
         for dtype in dtypes:
@@ -107,6 +108,17 @@ def markdown(results: dict) -> str:
               "sinpe, and in parentheses how many answers differ from the same model's answers "
               "at offset 0; queries per model: "
               + ", ".join(f"`{task}` {count}" for task, count in queries.items()) + "."]
+    training = results.get("training", {})
+    if training:
+        threads = {r["threads"] for r in training.values()}
+        lines += ["", f"Training (`examples/drift/train.py`, {'/'.join(map(str, sorted(threads)))} "
+                  f"torch thread{'s' if max(threads) > 1 else ''}): "
+                  + "; ".join(f"`{task}` {r['steps']} steps"
+                              + (f" from `{r['start']}`'s weights" if r.get("start") else "")
+                              + f" in {r['seconds']:.0f} s, {r['cpu_seconds']:.0f} s of CPU "
+                              f"(load average {r['load_average'][0]:.1f})"
+                              for task, r in training.items())
+                  + f"; {sum(r['seconds'] for r in training.values()) / 60:.1f} minutes in all."]
     return "\n".join(lines) + "\n"
 
 
@@ -115,10 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", type=Path, metavar="DIR",
                         help="write drift_accuracy.json and drift_accuracy.md into DIR")
     parser.add_argument("--task", choices=sorted(TASKS), action="append")
-    parser.add_argument("--threads", type=int, help="torch threads (default torch's)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1, as the tests compute cells again)")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     results = evaluate(args.task or list(TASKS), list(DTYPES))
     if args.write:
         args.write.mkdir(parents=True, exist_ok=True)

@@ -95,11 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, help="training steps (default per task: "
                         + ", ".join(f"{k} {v}" for k, v in STEPS.items()) + ")")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, help="torch threads (default torch's)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: the same sums on any machine)")
     parser.add_argument("--out", type=Path, default=HERE / "models")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     trained: dict[str, transformers.LlamaForCausalLM] = {}
     for name in sorted(args.task or TASKS, key=lambda n: n in START):
         start = START.get(name)
