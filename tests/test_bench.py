@@ -103,6 +103,8 @@ def test_patch_at_ten_million_positions_reports_its_cost(torch, monkeypatch, cap
     exec(compile(code, "<patch at 10M>", "exec"), {"__name__": "__main__"})
     case = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert set(case) == {"seconds", "added_mib", "model_mib"} and case["seconds"] > 0
+    from transformers.models.llama import modeling_llama
+    assert modeling_llama.apply_rotary_pos_emb.__module__ == modeling_llama.__name__
 
 
 @pytest.mark.needs("transformers")

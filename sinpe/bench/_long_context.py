@@ -35,6 +35,7 @@ start = time.perf_counter()
 handle = st.patch(model)
 took = time.perf_counter() - start
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+handle.undo()  # (the test runs this in its own process, whose models stay unpatched)
 print(json.dumps({{"seconds": took, "added_mib": (after - before) / 1024,
                   "model_mib": before / 1024}}))
 """
@@ -61,7 +62,8 @@ def far_decoding() -> Dict[str, Any]:
     import sinpe.torch as st
 
     torch.manual_seed(0)
-    model: Any = transformers.LlamaForCausalLM(transformers.LlamaConfig(**SCOUT)).eval()
+    model: Any = transformers.LlamaForCausalLM(transformers.LlamaConfig(**SCOUT))
+    model.eval()
     with torch.no_grad():
         for layer in model.model.layers:
             layer.self_attn.q_proj.weight.mul_(8)

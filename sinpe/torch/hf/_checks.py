@@ -21,7 +21,7 @@ reasons into the handle's report or the ValueError that refuses a model.
 import copy
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 import torch
@@ -156,9 +156,43 @@ def _reference(module: nn.Module, device: torch.device) -> nn.Module:
     model's may hold dynamic rope's state, or frequencies ``model.to(dtype)`` cast); a
     copy of the module where its class is not made from a config alone."""
     try:
-        return type(module)(module.config).to(device)  # type: ignore[call-arg]
+        return type(module)(module.config).to(device)
     except Exception:
         return copy.deepcopy(module)
+
+
+class _ReferenceFails(Exception):
+    """The reference module itself fails on positions a stand-in must take."""
+
+
+def _layer_types(module: nn.Module) -> list[Optional[str]]:
+    """The layer types ``module.forward`` takes (Gemma 3's), else ``[None]``."""
+    takes_layer = "layer_type" in inspect.signature(type(module).forward).parameters
+    layer_types = sorted(set(getattr(module, "layer_types", None) or [])) if takes_layer else []
+    return list(layer_types) or [None]
+
+
+def _probe_calls(module: nn.Module, reference: nn.Module, layer_type: Optional[str],
+                 device: torch.device) -> Iterator[tuple[torch.Tensor, torch.Tensor,
+                                                         torch.Tensor, tuple[str, ...], Any]]:
+    """``(x, positions, largest, extra, want)`` for each probe of one layer type:
+    ``reference(x, positions, *extra)`` is ``want``, float32 and bfloat16 ``x``, positions
+    short of any switch; raises :class:`_ReferenceFails` where the reference fails on
+    positions it must take (others it does not take are passed over)."""
+    extra = () if layer_type is None else (layer_type,)
+    count = unswitched_positions(module, layer_type)
+    for positions, largest, required in check_positions(module, count, device):
+        for dtype in (torch.float32, torch.bfloat16):
+            x = torch.zeros((*largest.shape, 8), dtype=dtype, device=device)
+            try:
+                with torch.no_grad():
+                    want = reference(x, positions, *extra)
+            except Exception as exc:
+                if not required:
+                    break  # the module does not take positions of that shape
+                raise _ReferenceFails(
+                    f"raised {exc!r} on positions {tuple(positions.shape)}") from exc
+            yield x, positions, largest, extra, want
 
 
 def check_double(module: nn.Module, double: Callable[..., Any]) -> str:
@@ -168,28 +202,20 @@ def check_double(module: nn.Module, double: Callable[..., Any]) -> str:
     buffers = list(module.buffers())
     device = buffers[0].device if buffers else torch.device("cpu")
     reference = copy.deepcopy(module)
-    takes_layer = "layer_type" in inspect.signature(type(module).forward).parameters
-    layer_types = sorted(set(getattr(module, "layer_types", None) or [])) if takes_layer else []
-    for layer_type in layer_types or [None]:
-        extra = () if layer_type is None else (layer_type,)
-        count = unswitched_positions(module, layer_type)
-        for positions, largest, required in check_positions(module, count, device):
-            for dtype in (torch.float32, torch.bfloat16):
-                x = torch.zeros((*largest.shape, 8), dtype=dtype, device=device)
-                with torch.no_grad():
-                    try:
-                        want = reference(x, positions, *extra)
-                    except Exception as exc:
-                        if not required:
-                            break
-                        return f"raised {exc!r} on positions {tuple(positions.shape)}"
-                    try:
+    try:
+        for layer_type in _layer_types(module):
+            for x, positions, _, extra, want in _probe_calls(module, reference, layer_type,
+                                                             device):
+                try:
+                    with torch.no_grad():
                         got, angle = double(x, positions, *extra)
-                    except Exception as exc:
-                        return f"cannot be run in double precision ({exc!r})"
+                except Exception as exc:
+                    return f"cannot be run in double precision ({exc!r})"
                 why = double_differs(got, want, angle)
                 if why:
                     return why
+    except _ReferenceFails as exc:
+        return str(exc)
     return ""
 
 
@@ -217,34 +243,26 @@ def check_rotary(module: nn.Module, forward: Callable[..., Any], fresh: bool = T
 
 def _check_rotary_against(module: nn.Module, reference: nn.Module, forward: Callable[..., Any],
                           device: torch.device) -> str:
-    takes_layer = "layer_type" in inspect.signature(type(module).forward).parameters
-    layer_types = sorted(set(getattr(module, "layer_types", None) or [])) if takes_layer else []
-    for layer_type in layer_types or [None]:
-        count = unswitched_positions(module, layer_type)
-        prefix = "" if layer_type is None else f"{layer_type}_"
-        inv_freq = getattr(reference, f"{prefix}inv_freq", None)
-        scaling = getattr(reference, f"{prefix}attention_scaling", None)
-        if not isinstance(inv_freq, torch.Tensor) or not isinstance(scaling, (int, float)):
-            return (f"has no {prefix}inv_freq and {prefix}attention_scaling to check sinpe's "
-                    "caches against")
-        extra = () if layer_type is None else (layer_type,)
-        for positions, largest, required in check_positions(module, count, device):
-            for dtype in (torch.float32, torch.bfloat16):
-                x = torch.zeros((*largest.shape, 8), dtype=dtype, device=device)
-                with torch.no_grad():
-                    try:
-                        want = reference(x, positions, *extra)
-                    except Exception as exc:
-                        if not required:
-                            break  # the module does not take positions of that shape
-                        return f"raised {exc!r} on positions {tuple(positions.shape)}"
-                    try:
+    try:
+        for layer_type in _layer_types(module):
+            prefix = "" if layer_type is None else f"{layer_type}_"
+            inv_freq = getattr(reference, f"{prefix}inv_freq", None)
+            scaling = getattr(reference, f"{prefix}attention_scaling", None)
+            if not isinstance(inv_freq, torch.Tensor) or not isinstance(scaling, (int, float)):
+                return (f"has no {prefix}inv_freq and {prefix}attention_scaling to check "
+                        "sinpe's caches against")
+            for x, positions, largest, extra, want in _probe_calls(module, reference,
+                                                                   layer_type, device):
+                try:
+                    with torch.no_grad():
                         got = forward(x, positions, *extra)
-                    except Exception as exc:
-                        return f"cannot be stood in for by sinpe's rotary module ({exc!r})"
+                except Exception as exc:
+                    return f"cannot be stood in for by sinpe's rotary module ({exc!r})"
                 why = caches_differ(got, want, largest, inv_freq, float(scaling))
                 if why:
                     return why
+    except _ReferenceFails as exc:
+        return str(exc)
     return ""
 
 

@@ -79,7 +79,7 @@ class _Override:
         return (_own_method, (self.module(), self.name))
 
 
-def _own_method(module: nn.Module, name: str) -> Any:
+def _own_method(module: Any, name: str) -> Any:
     """``module``'s own (its class's) method ``name``, bound to it."""
     return types.MethodType(getattr(type(module), name), module)
 
