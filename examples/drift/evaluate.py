@@ -132,13 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     results = evaluate(args.task or list(TASKS), list(DTYPES))
-    if args.write:
-        args.write.mkdir(parents=True, exist_ok=True)
-        (args.write / "drift_accuracy.json").write_text(json.dumps(results, indent=1) + "\n")
-        (args.write / "drift_accuracy.md").write_text(markdown(results))
-        print(f"wrote {args.write / 'drift_accuracy.json'} and drift_accuracy.md", file=sys.stderr)
-    else:
+    if not args.write:
         print(markdown(results))
+        return 0
+    args.write.mkdir(parents=True, exist_ok=True)
+    for name, text in (("drift_accuracy.json", json.dumps(results, indent=1) + "\n"),
+                       ("drift_accuracy.md", markdown(results))):
+        (args.write / name).write_text(text)
+    print(f"wrote drift_accuracy.json and drift_accuracy.md into {args.write}", file=sys.stderr)
     return 0
 
 
