@@ -72,6 +72,22 @@ def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsy
         assert sections.count(f"rope_ {tuple(shape)} {dtype} ") == len(threads), (shape, out)
 
 
+def test_compiled_section_times_the_small_llama_on_one_and_all_threads(monkeypatch, capsys,
+                                                                       torch):
+    """--compiled: one row per case and thread count, HF's compiled forward and the
+    patched one (the timings stubbed: nothing is compiled)."""
+    monkeypatch.setattr(bench_main, "blocks_in_turn",
+                        lambda timers, *a, **k: {n: 1e-3 for n in timers})
+    assert bench.main(["--compiled", "--quick"]) == 0
+    out = capsys.readouterr().out
+    if optional("transformers") is None:
+        return
+    assert "torch.compile(fullgraph=True) of a small Llama" in out
+    threads = sorted({1, sinpe.get_num_threads()})
+    for label in ("prefill of 512 tokens", "decoding step at position 1024"):
+        assert out.count(f"compiled small Llama, {label} ") == len(threads), (label, out)
+
+
 # rope_ cases of the --rope section that are also timed in alternation with torch's op
 ALTERNATED = {f"rope_ (1, 32, 2048, 128) {dtype}" for dtype in ("float32", "bfloat16", "float16")}
 
