@@ -312,7 +312,8 @@ def apply_rotary_pos_emb_vision(q: torch.Tensor, k: torch.Tensor, cos: torch.Ten
     ``q * cos + rotate_half(q) * sin`` — and each result cast back to its input's
     dtype.  The same result as transformers' (bits, dtype, shape and strides), with
     sinpe's kernel writing each float32 element once on the CPU (torch's expression
-    elsewhere, and for shapes the kernel refuses).  Differentiable, as HF's is."""
+    elsewhere, and for shapes the kernel refuses).  Differentiable, as HF's is.  Under
+    ``torch.compile`` and ``torch.export``: HF's expression, traced."""
     cos = cos.unsqueeze(-2).float()
     sin = sin.unsqueeze(-2).float()
     views = _cache_views(cos, sin)

@@ -46,6 +46,7 @@ is_compiling = _is_compiling
 LAYOUTS = ("concatenated", "interleaved", "half")
 OUTPUTS = ("pair", "complex")
 _COMPLEX_PARTS = {torch.complex64: torch.float32, torch.complex128: torch.float64}
+_NUMPY_DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
 # The ops are defined on one library, their real implementations registered for every
 # backend (CompositeExplicitAutograd: caches are computed on the CPU and moved, a rotation
 # runs the kernel on CPU memory and torch's ops elsewhere), their fake ones for tracing
@@ -93,36 +94,51 @@ def _cache_rows(positions: Tensor, sections: Optional[Sequence[int]]) -> tuple[A
     return tuple(positions.shape[1:])
 
 
+def _values(tensor: Tensor, name: str) -> object:
+    """A tensor's values as sinpe reads them: a CPU tensor's own memory as an array (sinpe
+    copies what it reads), else :func:`_host_array`'s host copy (other devices, half
+    types, tensors NumPy cannot view)."""
+    if tensor.dtype is not torch.float16 and tensor.dtype is not torch.bfloat16:
+        try:
+            return tensor.numpy()
+        except (RuntimeError, TypeError):
+            pass
+    return _host_array(tensor.resolve_neg(), name)
+
+
 def _rope_cache_impl(positions: Tensor, width: int, n: Optional[float], freq: Optional[Tensor],
                      scale: float, layout: str, dtype: torch.dtype,
                      sections: Optional[list[int]], sections_layout: Optional[str]
                      ) -> tuple[Tensor, Tensor]:
     """The caches by the kernel on the CPU, moved to the positions' device.  sinpe
-    checks every argument, the positions' values too, before it writes."""
-    _check_layout(layout)
-    if dtype not in _DTYPES:
-        raise TypeError(f"dtype must be {_SUPPORTED}, got {dtype}")
-    given: dict[str, Any] = {"positions": np.asarray(_host_array(positions, "positions")),
-                             "layout": "interleaved" if layout == "interleaved" else
-                             "concatenated", "scale": scale}
+    checks every argument, the positions' values too, before it writes.  (Once a
+    compiled forward: its Python is kept short, ~10 us here besides the kernel.)"""
+    if layout not in LAYOUTS:
+        _check_layout(layout)
+    given: dict[str, Any] = {"positions": _values(positions, "positions"), "scale": scale}
+    if layout == "interleaved":
+        given["layout"] = layout
     if n is not None:
         given["n"] = n
     if freq is not None:
-        given["freq"] = _host_array(freq, "freq")
+        given["freq"] = _values(freq, "freq")
     if sections is not None:
-        given["sections"] = list(sections)
+        given["sections"] = sections
         if sections_layout is not None:
             given["sections_layout"] = sections_layout
     if dtype is torch.float32 or dtype is torch.float64:  # NumPy's arrays, shared
-        arrays = sinpe.rope(None, width, **given,
-                            dtype=np.float32 if dtype is torch.float32 else np.float64)
-        cos, sin = torch.from_numpy(arrays[0]), torch.from_numpy(arrays[1])
+        cos_array, sin_array = sinpe.rope(None, width, **given, dtype=_NUMPY_DTYPES[dtype])
+        cos, sin = torch.from_numpy(cos_array), torch.from_numpy(sin_array)
     else:  # half types: the kernel writes the tensors' memory
+        if dtype not in _DTYPES:
+            raise TypeError(f"dtype must be {_SUPPORTED}, got {dtype}")
         shape = (*_cache_rows(positions, sections), width)
         cos, sin = torch.empty(shape, dtype=dtype), torch.empty(shape, dtype=dtype)
         sinpe.rope(None, width, **given, out=(_kernel_view(cos), _kernel_view(sin)))
     if layout == "half":
         cos, sin = cos[..., : width // 2].contiguous(), sin[..., : width // 2].contiguous()
+    if positions.is_cpu:
+        return cos, sin
     return cos.to(positions.device), sin.to(positions.device)
 
 
