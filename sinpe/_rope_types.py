@@ -71,17 +71,21 @@ def rope_frequencies(
     ``head_dim`` as HF's functions take it.
 
     ``seq_len`` is the sequence length HF's module switches on (its
-    ``max(position_ids) + 1``): ``dynamic`` needs it (NTK scaling of the base
-    past ``max_position_embeddings``), ``longrope`` needs it (``long_factor``
-    past ``original_max_position_embeddings``, else ``short_factor``); other
-    types ignore it.  ``original_max_position_embeddings`` defaults to
-    ``max_position_embeddings`` for the types that use it, as HF's
-    standardisation does.
+    ``max(position_ids) + 1``): ``dynamic`` scales its base past
+    ``max_position_embeddings`` (None: at ``max_position_embeddings``, the
+    default base), ``longrope`` takes ``long_factor`` past
+    ``original_max_position_embeddings``, else ``short_factor`` (None: the short
+    ones, as HF's module starts); other types ignore it.
+    ``original_max_position_embeddings`` defaults to ``max_position_embeddings``
+    for the types that use it, as HF's standardisation does.  Lengths
+    (``max_position_embeddings``, ``original_max_position_embeddings``) may be
+    ints or integral floats (HF's configs hold either), of any size.
 
-    Raises ``TypeError`` (a wrong kind of argument) or ``ValueError`` (an
-    unknown type, a missing key, a value out of range: a factor that is not
-    positive and finite, factor lists of the wrong length, ``seq_len`` missing
-    where it is needed), each naming the key.
+    Raises ``TypeError`` (a wrong kind of argument, e.g. a ``rope_type`` that is
+    not a string) or ``ValueError`` (an unknown type, a missing key, a value out
+    of range: ``rope_theta`` below 1, a factor that is not positive and finite, a
+    ``dynamic`` factor whose grown base overflows, factor lists of the wrong
+    length, a length that is not a whole number), each naming the key.
 
     >>> import sinpe
     >>> freq, scale = sinpe.rope_frequencies(128, {"rope_type": "yarn", "factor": 4.0,
@@ -99,11 +103,13 @@ def rope_frequencies(
         raise ValueError("head_dim is needed (None only with a transformers config, which has it)")
     head_dim = _positive_int(head_dim, "head_dim")
     if max_position_embeddings is not None:
-        max_position_embeddings = _positive_int(max_position_embeddings,
-                                                "max_position_embeddings")
+        max_position_embeddings = _length(max_position_embeddings, "max_position_embeddings")
     if seq_len is not None:
         seq_len = _positive_int(seq_len, "seq_len")
     rope_type = params.get("rope_type", params.get("type", "default"))
+    if not isinstance(rope_type, str):
+        raise TypeError(f"rope_parameters['rope_type'] must be a string (one of "
+                        f"{', '.join(ROPE_TYPES)}), got {rope_type!r}")
     if rope_type not in _FORMULAS:
         raise ValueError(f"rope_parameters['rope_type']={rope_type!r} is not a rope type sinpe "
                          f"knows: {', '.join(ROPE_TYPES)}")
@@ -174,6 +180,26 @@ def _positive_int(value: Any, name: str) -> int:
     return number
 
 
+def _length(value: Any, name: str) -> int:
+    """A context length of a config: an int, or a float holding a whole number (HF's
+    configs keep what the JSON said), >= 1 and of any size a float can hold."""
+    if isinstance(value, bool) or not isinstance(value, (numbers.Integral, numbers.Real)):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if not isinstance(value, numbers.Integral):
+        number = float(value)
+        if not number.is_integer():
+            raise ValueError(f"{name} must be a whole number of positions, got {value!r}")
+        value = int(number)
+    length = operator.index(value)
+    if length < 1:
+        raise ValueError(f"{name} must be >= 1, got {name}={length}")
+    try:
+        float(length)  # HF's formulas divide by it in floats
+    except OverflowError:
+        raise ValueError(f"{name}={length} is too large for a float") from None
+    return length
+
+
 def _real(value: Any, name: str, *, positive: bool = False) -> float:
     """A finite real of rope_parameters (``> 0`` with positive)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -196,6 +222,9 @@ class _Parameters:
         self.max_position_embeddings = max_position_embeddings
         self.seq_len = seq_len
         self.theta = _real(params.get("rope_theta", DEFAULT_THETA), "rope_theta", positive=True)
+        if self.theta < 1.0:  # a base below 1 turns the frequencies' decay upside down
+            raise ValueError(f"rope_parameters['rope_theta'] must be >= 1 (the base of the "
+                             f"frequencies), got {self.theta!r}")
         partial = params.get("partial_rotary_factor", 1.0)
         self.partial = 1.0 if partial is None else _real(partial, "partial_rotary_factor",
                                                           positive=True)
@@ -228,13 +257,7 @@ class _Parameters:
         if value is None:  # HF's standardisation: the trained length is the current one
             return self.need_max_position_embeddings(
                 "as original_max_position_embeddings, which rope_parameters leaves out")
-        return _positive_int(value, "rope_parameters['original_max_position_embeddings']")
-
-    def need_seq_len(self, why: str) -> int:
-        if self.seq_len is None:
-            raise ValueError(f"seq_len is needed for rope_type {self.rope_type!r} ({why}); "
-                             "HF's module takes max(position_ids) + 1")
-        return self.seq_len
+        return _length(value, "rope_parameters['original_max_position_embeddings']")
 
     def exponents(self, dim: Optional[int] = None, count: Optional[int] = None) -> NDArray[np.float64]:
         """HF's ``arange(0, dim, 2) / dim``: the exponents 2k/dim of the base."""
@@ -279,11 +302,21 @@ def _dynamic(rope: _Parameters) -> tuple[NDArray[np.float64], float]:
     factor = rope.factor()
     assert factor is not None
     trained = rope.need_max_position_embeddings("the length past which the base grows")
-    seq_len = max(rope.need_seq_len("the base grows with it"), trained)
+    # HF's rule: a missing seq_len (the module at construction) is the trained length
+    seq_len = max(trained if rope.seq_len is None else rope.seq_len, trained)
     if rope.dim <= 2:
         raise ValueError(f"rope_type 'dynamic' needs a rotary width above 2 (its exponent "
                          f"dim / (dim - 2)), got {rope.dim}")
-    base = rope.theta * ((factor * seq_len / trained) - (factor - 1)) ** (rope.dim / (rope.dim - 2))
+    try:
+        base = rope.theta * ((factor * seq_len / trained) - (factor - 1)) ** (rope.dim
+                                                                          / (rope.dim - 2))
+    except OverflowError:
+        base = math.inf
+    if not (math.isfinite(base) and base >= 1.0):
+        raise ValueError(f"rope_parameters['factor']={factor!r} makes dynamic NTK's base "
+                         f"{base!r} at seq_len={seq_len} (rope_theta * (factor * seq_len / "
+                         "max_position_embeddings - factor + 1) ** (dim / (dim - 2))): it must "
+                         "be a finite number >= 1")
     return rope.powers(base), 1.0
 
 
@@ -325,7 +358,21 @@ def _yarn(rope: _Parameters) -> tuple[NDArray[np.float64], float]:
     if base == 1.0:
         raise ValueError("rope_type 'yarn' needs rope_theta != 1 (its correction range "
                          "divides by log(rope_theta))")
+    low, high = _correction_range(dim, base, original, beta_fast, beta_slow, bool(truncate))
+    ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
+    extrapolation = 1.0 - ramp
+    pos_freqs = _power(base, rope.exponents())
+    inv_freq_extrapolation = 1.0 / pos_freqs
+    inv_freq_interpolation = 1.0 / (factor * pos_freqs)
+    freq = (inv_freq_interpolation * (1.0 - extrapolation)
+            + inv_freq_extrapolation * extrapolation)
+    return np.asarray(freq, np.float64), attention_factor  # (NumPy 1.x's stubs lose the dtype)
 
+
+def _correction_range(dim: int, base: float, original: float, beta_fast: float,
+                      beta_slow: float, truncate: bool) -> tuple[float, float]:
+    """YaRN's range of pairs that blend interpolation and extrapolation (HF's
+    find_correction_range and linear_ramp_factor's guard, in Python floats as HF's)."""
     def correction_dim(rotations: float) -> float:
         return (dim * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(base))
 
@@ -335,14 +382,18 @@ def _yarn(rope: _Parameters) -> tuple[NDArray[np.float64], float]:
     low, high = max(low, 0), min(high, dim - 1)
     if low == high:
         high += 0.001  # HF: prevents a division by zero
-    ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
-    extrapolation = 1.0 - ramp
-    pos_freqs = _power(base, rope.exponents())
-    inv_freq_extrapolation = 1.0 / pos_freqs
-    inv_freq_interpolation = 1.0 / (factor * pos_freqs)
-    freq = (inv_freq_interpolation * (1.0 - extrapolation)
-            + inv_freq_extrapolation * extrapolation)
-    return np.asarray(freq, np.float64), attention_factor  # (NumPy 1.x's stubs lose the dtype)
+    return low, high
+
+
+def yarn_correction_range(dim: int, theta: float, params: Mapping[str, Any]
+                          ) -> tuple[float, float]:
+    """YaRN's correction range of a rotary width ``dim`` and base ``theta`` for HF's
+    ``rope_parameters`` (``original_max_position_embeddings``, ``beta_fast``,
+    ``beta_slow``, ``truncate``), as :func:`rope_frequencies` uses it."""
+    return _correction_range(dim, theta, float(params["original_max_position_embeddings"]),
+                             float(params.get("beta_fast") or 32),
+                             float(params.get("beta_slow") or 1),
+                             bool(params.get("truncate", True)))
 
 
 def _factor_list(rope: _Parameters, key: str) -> NDArray[np.float64]:
@@ -377,9 +428,9 @@ def _longrope(rope: _Parameters) -> tuple[NDArray[np.float64], float]:
             attention_factor = math.sqrt(1 + math.log(factor) / math.log(original))
     else:
         attention_factor = _real(attention_factor, "attention_factor", positive=True)
-    seq_len = rope.need_seq_len("long_factor past original_max_position_embeddings, "
-                                "short_factor up to it")
-    ext_factors = long_factor if seq_len > original else short_factor
+    # HF's rule: a missing seq_len (the module at construction) takes the short factors
+    seq_len = rope.seq_len
+    ext_factors = long_factor if seq_len is not None and seq_len > original else short_factor
     return 1.0 / (ext_factors * _power(rope.theta, rope.exponents())), attention_factor
 
 
@@ -389,18 +440,18 @@ def _llama3(rope: _Parameters) -> tuple[NDArray[np.float64], float]:
     low_freq_factor = _real(rope.required("low_freq_factor"), "low_freq_factor", positive=True)
     high_freq_factor = _real(rope.required("high_freq_factor"), "high_freq_factor",
                              positive=True)
-    if high_freq_factor <= low_freq_factor:
-        raise ValueError("rope_parameters['high_freq_factor'] must be above low_freq_factor, got "
-                         f"{high_freq_factor!r} <= {low_freq_factor!r}")
+    # high_freq_factor <= low_freq_factor (Llama 4 Scout's 1.0 and 1.0): transformers warns
+    # and computes, with no pair between the bands to smooth
     old_context_len = rope.original_max_position_embeddings()
     inv_freq = rope.powers()
     low_freq_wavelen = old_context_len / low_freq_factor
     high_freq_wavelen = old_context_len / high_freq_factor
     wavelen = 2 * math.pi / inv_freq
     inv_freq_llama = np.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
-    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor
-                                                                     - low_freq_factor)
-    smoothed = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    with np.errstate(divide="ignore", invalid="ignore"):  # (no medium band: not used)
+        smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor
+                                                                         - low_freq_factor)
+        smoothed = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
     is_medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
     return np.where(is_medium, smoothed, inv_freq_llama), 1.0
 

@@ -1,13 +1,13 @@
 """The bench's report: its first line says which CPU and SIMD level the figures are from."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
-
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -51,6 +51,8 @@ def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsy
                         lambda timers, *a, **k: {n: 1e-3 for n in timers})
     monkeypatch.setattr(pool, "alternated", lambda ours, theirs, seconds: {"ours": 2e-3,
                                                                            "theirs": 1e-3})
+    monkeypatch.setattr(bench_rotary, "first_call",  # (a new process each: one test below)
+                        lambda which, length: {"built": 1e-3, "first": 1e-4, "peak": 2**28})
     assert bench.main(["--rope", "--quick"]) == 0
     out = capsys.readouterr().out
     threads = sorted({1, sinpe.get_num_threads()})
@@ -67,6 +69,8 @@ def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsy
         for label, _ in bench_rotary.CASES + bench_rotary.VL_CASES:
             for dtype in bench_rotary.DTYPES:
                 assert out.count(f"{label} {dtype} ") == len(threads), (label, out)
+        for length in bench_rotary.FIRST_CALL_LENGTHS:
+            assert out.count(f"\n{length:,} ") == 1, (length, out)
     sections = out.split("multi-axis RoPE")[1]
     for shape, dtype in bench_sections.SECTION_CASES:
         assert sections.count(f"rope_ {tuple(shape)} {dtype} ") == len(threads), (shape, out)
@@ -86,6 +90,18 @@ def test_compiled_section_times_the_small_llama_on_one_and_all_threads(monkeypat
     threads = sorted({1, sinpe.get_num_threads()})
     for label in ("prefill of 512 tokens", "decoding step at position 1024"):
         assert out.count(f"compiled small Llama, {label} ") == len(threads), (label, out)
+
+
+@pytest.mark.needs("transformers")
+def test_the_first_call_case_reports_its_numbers(torch, monkeypatch, capsys):
+    """The first-call rows' case, which the bench runs in a new Python: here in this one
+    (a new process would spend ~10 s importing torch and transformers)."""
+    for which in ("hf", "sinpe"):
+        monkeypatch.setattr(sys, "argv", ["-c", which, "131072"])
+        exec(compile(bench_rotary._FIRST_CALL, "<first call>", "exec"), {"__name__": "__main__"})
+        case = json.loads(capsys.readouterr().out.splitlines()[-1])
+        assert set(case) == {"built", "first", "peak"} and case["first"] > 0, case
+        assert case["peak"] is None or case["peak"] > 2**20
 
 
 # rope_ cases of the --rope section that are also timed in alternation with torch's op
@@ -118,7 +134,7 @@ def test_alternation_and_neighbour_rows(capsys):
 
 
 def test_floor_script_times_every_loop_and_both_formulas_keep_the_float32_promise(tmp_path):
-    """scripts/floor.sh (the README's floor figures) builds and runs, and the two
+    """scripts/floor.sh (the floor figures of docs/speed.md) builds and runs, and the two
     formulas it times stay within the measured worst the numerics allow (0.6 of
     2**-24, the measured worst being 0.5 today)."""
     if shutil.which("gcc") is None:

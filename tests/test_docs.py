@@ -3,10 +3,16 @@
 * Every docstring example in sinpe's modules, the compiled ``sinpe._core``
   included, passes as a plain doctest (no option flags: what ``help()`` shows
   is what NumPy prints).
-* Every ```python block of README.md and docs/*.md runs as it stands, in a fresh
+* Every ```python block of README.md and docs/**/*.md runs as it stands, in a fresh
   namespace and an empty directory, as a reader would paste it; blocks that use
-  torch need it (conftest.require).  mktestdocs extracts the blocks.
-* Every line of the README's "Command line" block runs, and writes what it names.
+  torch or transformers need them (conftest.require).  mktestdocs extracts the
+  blocks.  The code of the site's figures (``.. plot::`` directives) runs too.
+* Every line of the command-line page's example block runs, and writes what it names.
+* The API reference (docs/reference/) lists every public name of sinpe, sinpe.torch
+  and sinpe.plot: a new public name without a page fails here.
+* The README is a front door of at most 250 lines whose relative links (and those of
+  docs/) reach files and headings that exist; the test command it gives .ci/run is the
+  one docs/testing.md shows.
 * The README and docs/ speak to a stranger with a clone: no internal references,
   no install command that cannot work.
 """
@@ -21,6 +27,7 @@ import re
 import shlex
 import subprocess
 import sysconfig
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -29,7 +36,9 @@ from conftest import require, require_module
 grab_code_blocks = require("mktestdocs").grab_code_blocks
 
 REPO = Path(__file__).resolve().parents[1]
-DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCS = REPO / "docs"
+PAGES = sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.relative_to(DOCS).parts)
+DOCUMENTS = [REPO / "README.md", *PAGES]
 
 
 def package(name: str) -> list[str]:
@@ -93,12 +102,27 @@ def test_patch_docstring_examples(torch, tmp_path):
 
 # -- code blocks in README.md and docs/ ---------------------------------------------------
 
+# matplotlib's plot directive, inside a MyST {eval-rst} block: its options, then its code
+PLOT = re.compile(r"^```\{eval-rst\}\n\.\. plot::\n((?:   :[^\n]*\n)*)\n(.*?)^```", re.M | re.S)
+PLOT_PRE_CODE = "import numpy as np\nimport matplotlib.pyplot as plt\n"  # docs/conf.py's
+
+
+def name_of(document: Path) -> str:
+    return document.relative_to(REPO).as_posix()
+
+
+def plot_blocks(text: str) -> list[str]:
+    return [PLOT_PRE_CODE + textwrap.dedent(m.group(2)) for m in PLOT.finditer(text)]
+
 
 def python_blocks() -> list:
     params = []
     for document in DOCUMENTS:
-        for number, block in enumerate(grab_code_blocks(document.read_text(), lang="python")):
-            params.append(pytest.param(block, id=f"{document.name}-{number}"))
+        text = document.read_text()
+        for number, block in enumerate(grab_code_blocks(text, lang="python")):
+            params.append(pytest.param(block, id=f"{name_of(document)}-{number}"))
+        for number, block in enumerate(plot_blocks(text)):
+            params.append(pytest.param(block, id=f"{name_of(document)}-plot-{number}"))
     return params
 
 
@@ -106,10 +130,11 @@ BLOCKS = python_blocks()
 
 
 def test_every_python_block_is_found():
-    # the README's examples: intro, torch drop-in, deployment paths, tensors, out=, rotary
-    # embeddings (NumPy, torch, the HF patch, multi-axis), rope types in a transformers
-    # model, sinpe.torch.patch, vision-language models, plots, plots with ax=, show_config
-    assert sum(1 for p in BLOCKS if p.id.startswith("README.md")) == 15
+    # the README's examples: NumPy, PyTorch, a transformers model patched
+    assert sum(1 for p in BLOCKS if p.id.startswith("README.md")) == 3
+    # the guides' examples, moved from the README, and the site's figures
+    assert sum(1 for p in BLOCKS if p.id.startswith("docs/") and "-plot-" not in p.id) >= 17
+    assert sum(1 for p in BLOCKS if "-plot-" in p.id) == 6
 
 
 @pytest.mark.parametrize("block", BLOCKS)
@@ -123,19 +148,18 @@ def test_python_block_runs(block, tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 
     try:
-        exec(compile(block, "<README block>", "exec"), {"__name__": "__main__"})  # noqa: S102
+        exec(compile(block, "<documentation block>", "exec"), {"__name__": "__main__"})  # noqa: S102
     finally:
         plt.close("all")
     for name in re.findall(r'savefig\("([^"]+)"\)', block):
         assert (tmp_path / name).stat().st_size > 1000, name
 
 
-# -- the README's command-line examples ------------------------------------------------
+# -- the command-line page's examples ---------------------------------------------------
 
 
 def command_lines() -> list[str]:
-    section = (REPO / "README.md").read_text().split("## Command line", 1)[1]
-    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    block = (DOCS / "cli.md").read_text().split("```sh\n", 1)[1].split("```", 1)[0]
     return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.strip()]
 
 
@@ -158,12 +182,105 @@ def test_command_line_example_runs(line, tmp_path):
 # -- words a stranger cannot use ----------------------------------------------------------
 
 INTERNAL = [r"\bseeds?\b", r"\bissues? \d", r"issue\b", r"\.\./shared", r"DESIGN\.md",
-            r"sinpe\[plot\]", r"sinpe machines"]
+            r"NOTES\.md", r"sinpe\[plot\]", r"sinpe machines", r"/work/"]
 
 
-@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("document", DOCUMENTS, ids=name_of)
 def test_documents_have_no_internal_references(document):
     text = document.read_text()
     found = [m.group(0) for pattern in INTERNAL for m in re.finditer(pattern, text, re.I)]
     assert found == []
 
+
+
+# -- the README as a front door, links that lead somewhere ---------------------------------
+
+
+def test_readme_is_a_front_door():
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    for section in ("## Install and run", "## Test", "## NumPy", "## PyTorch", "## transformers",
+                    "## Accuracy", "## Speed", "## Documentation"):
+        assert f"\n{section}\n" in text, section
+    # how to build the site, with the command docs/testing.md gives
+    assert 'pip install ".[docs]" torch==2.13.0' in text
+    assert "sphinx-build -W --keep-going -n -b html docs docs/_build/html" in text
+
+
+def test_the_test_command_is_the_same_everywhere():
+    readme = (REPO / "README.md").read_text()
+    command = readme.split("<!-- test-command -->\n```\n", 1)[1].split("\n", 1)[0]
+    assert command.startswith('pip install ".[test]" torch==2.13.0')
+    assert f"```\n{command}\n```" in (DOCS / "testing.md").read_text()
+
+
+HEADING = re.compile(r"^(#{1,6}) (.+)$", re.M)
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def slug(heading: str) -> str:
+    """GitHub's (and MyST's) anchor of a heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(document: Path) -> set[str]:
+    text = re.sub(r"^```.*?^```", "", document.read_text(), flags=re.M | re.S)
+    return {slug(m.group(2)) for m in HEADING.finditer(text)}
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=name_of)
+def test_relative_links_lead_somewhere(document):
+    text = re.sub(r"^```.*?^```", "", document.read_text(), flags=re.M | re.S)
+    broken = []
+    for target in LINK.findall(text):
+        if re.match(r"[a-z]+:", target):
+            continue  # a URL: not checked (no network)
+        path, _, anchor = target.partition("#")
+        where = (document.parent / path).resolve() if path else document
+        if not where.exists() or (anchor and where.suffix == ".md" and anchor not in anchors(where)):
+            broken.append(target)
+    assert broken == []
+
+
+# -- the API reference covers the public names ----------------------------------------------
+
+REFERENCE = DOCS / "reference"
+
+
+def documented_names() -> set[str]:
+    """Every name the reference pages document: autosummary entries and py:data directives,
+    qualified by the module the page declares (``.. module::``)."""
+    names = set()
+    for page in REFERENCE.glob("*.md"):
+        text = page.read_text()
+        module = re.search(r"^\.\. module:: (\S+)", text, re.M)
+        if module is None:
+            continue
+        for block in re.findall(r"^\.\. autosummary::\n((?:   .*\n|\n)*)", text, re.M):
+            names |= {f"{module.group(1)}.{line.strip()}" for line in block.splitlines()
+                      if line.strip() and not line.strip().startswith(":")}
+        names |= {f"{module.group(1)}.{name}"
+                  for name in re.findall(r"^```\{py:data\} (\S+)", text, re.M)}
+    return names
+
+
+def public_names(module_name: str) -> set[str]:
+    module = importlib.import_module(module_name)
+    return {f"{module_name}.{name}" for name in module.__all__}
+
+
+def test_the_api_reference_lists_every_public_name_of_sinpe():
+    require("matplotlib")  # sinpe.plot imports it
+
+    documented = documented_names()
+    assert public_names("sinpe") - documented == set()
+    assert public_names("sinpe.plot") - documented == set()
+    # and nothing that is not public (a name removed from __all__, or misspelled)
+    assert {n for n in documented if not n.startswith("sinpe.torch.")} == (
+        public_names("sinpe") | public_names("sinpe.plot"))
+
+
+def test_the_api_reference_lists_every_public_name_of_sinpe_torch(torch):
+    documented = documented_names()
+    assert public_names("sinpe.torch") == {n for n in documented if n.startswith("sinpe.torch.")}

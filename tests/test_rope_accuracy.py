@@ -1,7 +1,7 @@
-"""The README's accuracy table of rotary embeddings, computed (not typed).
+"""The accuracy table of rotary embeddings (docs/accuracy.md), computed (not typed).
 
-``python tests/test_rope_accuracy.py`` prints it; the test checks that README.md
-holds exactly that table, and the claims the README makes of it.
+``python tests/test_rope_accuracy.py`` prints it; the test checks that docs/accuracy.md
+holds exactly that table, and the claims the page makes of it.
 
 Each row rotates one float32 query, 8 heads of 128 features drawn from a
 standard normal (seed 0), at one position p with base theta, and reports the
@@ -26,7 +26,7 @@ from conftest import require_module
 
 import sinpe
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ACCURACY_PAGE = Path(__file__).resolve().parents[1] / "docs" / "accuracy.md"
 HEADS, D = 8, 128
 ROWS = [(8191, 10000.0), (2**20, 500000.0)]
 HEADER = ("| position, theta | HF's float32 recipe | sinpe default | sinpe `exact=True` |\n"
@@ -90,9 +90,10 @@ def accuracy_table() -> str:
     return "\n".join(lines)
 
 
-def test_readme_holds_the_computed_table(torch):
+def test_the_accuracy_page_holds_the_computed_table(torch):
     table = accuracy_table()
-    assert table in README.read_text(), f"README.md's table is stale; it should read:\n{table}"
+    assert table in ACCURACY_PAGE.read_text(), (
+        f"docs/accuracy.md's table is stale; it should read:\n{table}")
 
 
 def test_the_claims_of_the_table(torch):

@@ -31,7 +31,7 @@ LAYOUTS = R.LAYOUTS
 
 
 def section_of(m: int, sections, sections_layout: str = "contiguous") -> np.ndarray:
-    """The section of each of the m frequency pairs (the README's rule)."""
+    """The section of each of the m frequency pairs (docs/multi-axis.md's rule)."""
     S = len(sections)
     if sections_layout == "contiguous":
         return np.repeat(np.arange(S), sections)

@@ -14,7 +14,7 @@
   rotary, scale, positions; the version counter moves; refusals write nothing.
 * ``rope`` out of place: same bits, gradcheck and gradgradcheck in float64, the
   backward pass is the transposed rotation.
-* The HF accuracy claims of the README hold (tests/test_rope_accuracy.py prints
+* The HF accuracy claims of docs/accuracy.md hold (tests/test_rope_accuracy.py prints
   the table).
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 def require(module: str):
     """A peer package the README's test command installs (skipped without it, but
     under CI=true); for transformers' llama module, HF's own apply_rotary_pos_emb is
-    put back first: a README example may have patched it in this process."""
+    put back first: a documentation example may have patched it in this process."""
     found = require_module(module)
     if module.endswith("modeling_llama"):
         found.apply_rotary_pos_emb = HF_APPLY[0]

@@ -7,28 +7,12 @@ Each realistic config (Llama 3.1's ``llama3``, Qwen2.5's ``yarn``, DeepSeek-V3's
 transformers config class of its model, and transformers' ``ROPE_INIT_FUNCTIONS``
 (or the family module's ``compute_default_rope_parameters``) compute its
 ``inv_freq`` and attention factor.  sinpe's frequencies must be within the
-error of transformers' float32 evaluation (derived below, per rope type) and the
+error of transformers' float32 evaluation (per rope type) and the
 attention factor the same double.
 
-Error of HF's float32 pipeline (u = 2**-24, relative errors in units of u;
-sinpe's double values are exact at this scale):
-* the powers ``theta ** (2k/dim)``: the exponent ``e`` is rounded to float32
-  (relative u, which becomes ``e ln(theta) u`` of the power, as
-  ``theta**(e(1+t)) = theta**e * exp(t e ln theta)``), theta is rounded to float32
-  (``e u`` of the power), and powf is within one ulp (2u):
-  ``P = e (ln theta + 1) + 2``;
-* each further float32 operation (a reciprocal, a product, a quotient, a Python
-  float rounded to float32 as a tensor operand) adds one rounding: 1;
-* YaRN's blend ``a (1 - f) + b f`` (all terms positive) keeps the larger relative
-  error of ``a`` and ``b`` plus its two products and the sum (2), and the ramp's
-  own error (its quotient, ``1 - ramp`` and ``1 - f``: 3u absolute, with the
-  integral correction range of ``truncate``, the default the configs keep) moves
-  it by ``|b - a| 3u``;
-* Llama 3's smoothing ``(1 - s) w/f + s w`` adds its three operations and the
-  rounding of ``1 - s`` (4), and the error of ``s`` moves it by
-  ``w (1 - 1/f) ds``, where ``s = (q - low)/(high - low)``, ``q = L w / 2 pi``
-  (``2 pi / w`` and ``L / wavelen``: ``P + 1 + 3`` relative), the subtraction
-  rounds by ``u |q - low|`` and the quotient by ``u s (high - low)``.
+The bound of transformers' float32 evaluation error, per rope type, is derived in
+:func:`sinpe.torch._verify.frequency_error` (the rotary module checks a family's
+frequencies with it too).
 """
 from __future__ import annotations
 
@@ -39,9 +23,12 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import require, require_module
+from conftest import require, require_module, require_torch
 
 import sinpe
+
+require_torch()
+from sinpe.torch._verify import frequency_error  # noqa: E402  (the bound, derived there)
 
 U = 2.0**-24
 
@@ -90,6 +77,12 @@ def configs():
         ("phi3-128k longrope long", phi3, 4097, None),
         ("dynamic below", dynamic, 1000, None),
         ("dynamic above", dynamic, 10000, None),
+        ("llama4 scout llama3", tf.Llama4TextConfig(  # low == high: no band to smooth
+            hidden_size=5120, num_attention_heads=40, head_dim=128,
+            max_position_embeddings=10485760, rope_parameters={
+                "rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 1.0, "original_max_position_embeddings": 8192,
+                "rope_theta": 500000.0}), None, None),
         ("linear", tf.LlamaConfig(hidden_size=4096, num_attention_heads=32,
                                   rope_scaling={"rope_type": "linear", "factor": 4.0}), None, None),
         ("gemma4 proportional", tf.Gemma4TextConfig(), None, "full_attention"),
@@ -100,7 +93,7 @@ def configs():
     ]
 
 
-CONFIG_NAMES = ["llama3.1 llama3", "qwen2.5 yarn", "deepseek-v3 yarn mscale",
+CONFIG_NAMES = ["llama3.1 llama3", "llama4 scout llama3", "qwen2.5 yarn", "deepseek-v3 yarn mscale",
                 "yarn attention_factor", "phi3-128k longrope short", "phi3-128k longrope long",
                 "dynamic below", "dynamic above", "linear", "gemma4 proportional",
                 "llama default", "gpt-neox partial default"]
@@ -127,39 +120,6 @@ def hf_frequencies(config, seq_len, layer_type):
     return inv_freq.double().numpy(), scaling
 
 
-def float32_bound(params, head_dim, freq, max_position_embeddings):
-    """|HF's float32 inv_freq - the exact one|, per frequency (module docstring)."""
-    rope_type = params["rope_type"]
-    partial = params.get("partial_rotary_factor", 1.0)
-    dim = head_dim if rope_type == "proportional" else int(head_dim * partial)
-    e = np.arange(0, 2 * len(freq), 2) / dim
-    log_theta = math.log(params["rope_theta"])
-    if rope_type == "dynamic":  # the grown base, which w_1 = base**(-2/dim) gives
-        log_theta = -math.log(freq[1]) / e[1]
-    power = e * (log_theta + 1.0) + 2.0
-    if rope_type == "default":
-        return (power + 1.0) * U * freq
-    if rope_type == "dynamic":
-        return (power + 1.0) * U * freq
-    if rope_type in ("linear", "longrope", "proportional"):
-        return (power + 3.0) * U * freq
-    if rope_type == "yarn":
-        assert params.get("truncate", True)  # an integral correction range (docstring)
-        factor = params.get("factor") or (max_position_embeddings
-                                          / params["original_max_position_embeddings"])
-        b = np.power(params["rope_theta"], -e)
-        return (power + 7.0) * U * freq + 3.0 * U * b * (1.0 - 1.0 / factor)
-    assert rope_type == "llama3"
-    factor, low, high = params["factor"], params["low_freq_factor"], params["high_freq_factor"]
-    w0 = np.power(params["rope_theta"], -e)
-    q = params["original_max_position_embeddings"] * w0 / (2 * math.pi)
-    s = (q - low) / (high - low)
-    ds = U * (q * (power + 4.0) + np.abs(q - low) + low) / (high - low) + 2.0 * U * np.abs(s)
-    medium = (q >= low) & (q <= high)
-    smoothing = np.where(medium, w0 * (1.0 - 1.0 / factor) * ds, 0.0)
-    return (power + 1.0 + np.where(medium, 6.0, 2.0)) * U * freq + smoothing
-
-
 @pytest.mark.parametrize("name", CONFIG_NAMES)
 def test_frequencies_and_attention_factor_are_transformers_in_double(name):
     _, config, seq_len, layer_type = config_named(name)
@@ -171,7 +131,7 @@ def test_frequencies_and_attention_factor_are_transformers_in_double(name):
     head_dim = (config.per_layer_config[layer_type].head_dim if layer_type
                 else getattr(config, "head_dim", None)
                 or config.hidden_size // config.num_attention_heads)
-    bound = float32_bound(params, head_dim, freq, config.max_position_embeddings)
+    bound = frequency_error(params, head_dim, freq, config.max_position_embeddings)
     worst = np.abs(freq - want) / np.where(bound > 0, bound, 1.0)
     assert (freq[bound == 0] == want[bound == 0]).all()  # proportional's zeros
     assert worst.max() <= 1.0, (name, int(worst.argmax()), freq[worst.argmax()],
@@ -190,6 +150,36 @@ def test_the_switches_of_dynamic_and_longrope():
     assert np.array_equal(below[0], default) and np.array_equal(below[1], default)
     grown = [sinpe.rope_frequencies(None, dynamic, seq_len=n)[0] for n in (4097, 8192, 100000)]
     assert (grown[0][1:] < default[1:]).all() and (grown[2][1:] < grown[1][1:]).all()
+
+
+def test_without_seq_len_as_transformers_module_starts():
+    """seq_len None: longrope's short factors and dynamic's base at the trained length,
+    as transformers' functions take a missing seq_len (its modules' construction)."""
+    rope = require_module("transformers.modeling_rope_utils")
+    for name in ("phi3-128k longrope long", "dynamic above"):
+        _, config, _, _ = config_named(name)
+        function = rope.ROPE_INIT_FUNCTIONS[config.rope_parameters["rope_type"]]
+        want = function(config)[0].double().numpy()
+        freq, _ = sinpe.rope_frequencies(None, config)
+        trained = config.max_position_embeddings
+        switch = config.rope_parameters.get("original_max_position_embeddings", trained)
+        assert np.array_equal(freq, sinpe.rope_frequencies(None, config, seq_len=switch)[0])
+        head_dim = config.hidden_size // config.num_attention_heads
+        bound = frequency_error(config.rope_parameters, head_dim, freq, trained)
+        assert (np.abs(freq - want) <= bound).all(), name
+
+
+def test_lengths_are_ints_or_whole_floats_of_any_size():
+    """HF's configs hold lengths as the JSON gave them (MusicFlamingo's 1200.0); a
+    length only divides, so any size gives the ratio's numbers."""
+    yarn = {**YARN, "factor": None}  # the factor is max_position_embeddings / original
+    for length in (2**40, 10**30, 2.0**40):
+        freq, scaling = sinpe.rope_frequencies(64, yarn, max_position_embeddings=length)
+        assert scaling == 0.1 * math.log(length / 4096) + 1.0 and np.isfinite(freq).all()
+    whole = sinpe.rope_frequencies(64, {**yarn, "original_max_position_embeddings": 4096.0},
+                                   max_position_embeddings=65536.0)
+    ints = sinpe.rope_frequencies(64, yarn, max_position_embeddings=65536)
+    assert np.array_equal(whole[0], ints[0]) and whole[1] == ints[1]
 
 
 def test_a_dict_gives_the_configs_numbers():
@@ -243,12 +233,19 @@ BAD = [
     (64, "yarn", {}, TypeError, "rope_parameters"),
     (64, [("rope_type", "yarn")], {}, TypeError, "rope_parameters"),
     (0, None, {}, ValueError, "head_dim"),
+    (-2, None, {}, ValueError, "head_dim"),
     (64.0, None, {}, TypeError, "head_dim"),
     (True, None, {}, TypeError, "head_dim"),
     (None, None, {}, ValueError, "head_dim"),
     (64, {"rope_theta": -1.0}, {}, ValueError, "rope_theta"),
     (64, {"rope_theta": float("nan")}, {}, ValueError, "rope_theta"),
     (64, {"rope_theta": "1e4"}, {}, TypeError, "rope_theta"),
+    (64, {"rope_theta": 1e-300}, {}, ValueError, "rope_theta"),
+    (64, {"rope_theta": 0.5, "rope_type": "linear", "factor": 2.0}, {}, ValueError,
+     "rope_theta"),
+    (128, {**LLAMA3, "rope_theta": 0.99}, {}, ValueError, "rope_theta"),
+    (64, {"rope_type": ["yarn"]}, {}, TypeError, "rope_type"),
+    (64, {"rope_type": None}, {}, TypeError, "rope_type"),
     (64, {"partial_rotary_factor": 1.5}, {}, ValueError, "partial_rotary_factor"),
     (64, {"partial_rotary_factor": 0.0}, {}, ValueError, "partial_rotary_factor"),
     (64, {"partial_rotary_factor": 0.01}, {}, ValueError, "head_dim"),
@@ -258,8 +255,10 @@ BAD = [
     (64, {"rope_type": "linear", "factor": float("inf")}, {}, ValueError, "'factor'"),
     (64, {"rope_type": "dynamic", "factor": 2.0}, {"seq_len": 10}, ValueError,
      "max_position_embeddings"),
-    (64, {"rope_type": "dynamic", "factor": 2.0}, {"max_position_embeddings": 100}, ValueError,
-     "seq_len"),
+    (64, {"rope_type": "dynamic", "factor": 1e300}, {"max_position_embeddings": 100}, ValueError,
+     "'factor'"),
+    (64, {"rope_type": "dynamic", "factor": 1e300}, {"max_position_embeddings": 100,
+                                                     "seq_len": 200}, ValueError, "'factor'"),
     (64, {"rope_type": "dynamic", "factor": 2.0}, {"max_position_embeddings": 100,
                                                    "seq_len": 0}, ValueError, "seq_len"),
     (64, {"rope_type": "dynamic", "factor": 2.0}, {"max_position_embeddings": 100,
@@ -270,7 +269,9 @@ BAD = [
      "original_max_position_embeddings"),
     (64, {**YARN, "original_max_position_embeddings": 0}, {}, ValueError,
      "original_max_position_embeddings"),
-    (64, {**YARN, "original_max_position_embeddings": 4096.5}, {}, TypeError,
+    (64, {**YARN, "original_max_position_embeddings": 4096.5}, {}, ValueError,
+     "original_max_position_embeddings"),
+    (64, {**YARN, "original_max_position_embeddings": "4096"}, {}, TypeError,
      "original_max_position_embeddings"),
     (64, {**YARN, "factor": None}, {}, ValueError, "max_position_embeddings"),
     (64, {**YARN, "attention_factor": -1.0}, {}, ValueError, "attention_factor"),
@@ -281,7 +282,6 @@ BAD = [
     (64, {**YARN, "truncate": "yes"}, {}, TypeError, "truncate"),
     (64, {**YARN, "rope_theta": 1.0}, {}, ValueError, "rope_theta"),
     (62, {**YARN, "partial_rotary_factor": 0.5}, {}, ValueError, "even"),
-    (64, LONGROPE, {}, ValueError, "seq_len"),
     (64, {**LONGROPE, "short_factor": [1.0] * 31}, {"seq_len": 5}, ValueError, "short_factor"),
     (64, {**LONGROPE, "long_factor": [2.0] * 33}, {"seq_len": 5}, ValueError, "long_factor"),
     (64, {**LONGROPE, "long_factor": "2.0"}, {"seq_len": 5}, TypeError, "long_factor"),
@@ -294,10 +294,15 @@ BAD = [
     (64, {**LONGROPE, "factor": None}, {"seq_len": 5}, ValueError, "max_position_embeddings"),
     (128, {k: v for k, v in LLAMA3.items() if k != "low_freq_factor"}, {}, ValueError,
      "low_freq_factor"),
-    (128, {**LLAMA3, "high_freq_factor": 1.0}, {}, ValueError, "high_freq_factor"),
     (128, {**LLAMA3, "factor": float("nan")}, {}, ValueError, "'factor'"),
     (64, {"rope_type": "proportional", "factor": -1.0}, {}, ValueError, "'factor'"),
     (64, None, {"max_position_embeddings": -5}, ValueError, "max_position_embeddings"),
+    (64, None, {"max_position_embeddings": 1200.5}, ValueError, "max_position_embeddings"),
+    (64, None, {"max_position_embeddings": float("inf")}, ValueError,
+     "max_position_embeddings"),
+    (64, None, {"max_position_embeddings": "1200"}, TypeError, "max_position_embeddings"),
+    (64, {**YARN, "factor": None}, {"max_position_embeddings": 10**400}, ValueError,
+     "max_position_embeddings"),
 ]
 
 

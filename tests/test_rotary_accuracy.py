@@ -1,7 +1,7 @@
-"""The README's accuracy table of rotary modules in transformers models, computed (not typed).
+"""The accuracy table of rotary modules in transformers models, computed (not typed).
 
-``python tests/test_rotary_accuracy.py`` prints it; the test checks that README.md
-holds exactly that table, and the claims the README makes of it.
+``python tests/test_rotary_accuracy.py`` prints it; the test checks that README.md and
+docs/accuracy.md hold exactly that table, and the claims they make of it.
 
 Each row is a model's rope type, as its transformers config sets it, and one
 position p; each column the largest absolute error, over the ``(cos, sin)``
@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 from conftest import require, require_module
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+REPO = Path(__file__).resolve().parents[1]
+DOCUMENTS = [REPO / "README.md", REPO / "docs" / "accuracy.md"]  # the README shows this table
 POSITIONS = [2**17 - 1, 2**20 - 1]
 HEADER = ("| rope type (model) | position | transformers' float32 module | "
           "`sinpe.torch.RotaryEmbedding` |\n|---|---|---|---|")
@@ -104,9 +105,11 @@ def accuracy_table() -> str:
     return "\n".join(lines)
 
 
-def test_readme_holds_the_computed_table(torch):
+def test_the_readme_and_the_accuracy_page_hold_the_computed_table(torch):
     table = accuracy_table()
-    assert table in README.read_text(), f"README.md's table is stale; it should read:\n{table}"
+    for document in DOCUMENTS:
+        assert table in document.read_text(), (
+            f"{document.relative_to(REPO)}'s table is stale; it should read:\n{table}")
 
 
 def test_the_claims_of_the_table(torch):

@@ -15,8 +15,11 @@
   ``2**20``, in float32, bfloat16 and float16, and transformers' own module at
   least 100 times further off near ``2**17`` (float32).
 * A decoding step is a lookup (the kernel is not called once the table holds
-  the position); tables grow geometrically; the module works under no_grad
-  and inference_mode, has no state to save, and ``.to(dtype)`` cannot round it.
+  the position); tables are sized by the positions asked for (a small first one,
+  then powers of two) within their memory cap, past which rows are computed for
+  the call with the same bits; the module works under no_grad and inference_mode,
+  has no state to save, and ``.to(dtype)`` cannot round it.  (Other forms, long
+  contexts, dtypes of position_ids, the meta device: test_rotary_families.py.)
 * Bad input raises before anything changes.
 """
 from __future__ import annotations
@@ -34,7 +37,7 @@ import sinpe
 
 torch = require_torch()
 import sinpe.torch as st  # noqa: E402
-from sinpe.torch import _rotary_module  # noqa: E402
+from sinpe.torch import _rotary_family, _rotary_tables  # noqa: E402
 
 pytestmark = pytest.mark.needs("transformers")
 
@@ -258,8 +261,8 @@ def small_config(**kw):
                                       max_position_embeddings=64, **kw)
 
 
-def test_tables_grow_geometrically_and_a_step_is_a_lookup(monkeypatch):
-    module = st.RotaryEmbedding(small_config())
+def test_tables_grow_with_the_positions_asked_for_and_a_step_is_a_lookup(monkeypatch):
+    module = st.RotaryEmbedding(small_config())  # max_position_embeddings 64: not a size
     rotary = module._rotary_of(None)
     x = torch.zeros(1)
 
@@ -267,28 +270,35 @@ def test_tables_grow_geometrically_and_a_step_is_a_lookup(monkeypatch):
         return {key[2]: table[0].shape[0] for key, table in rotary.tables.items()}
 
     module(x, torch.tensor([[3]]))
-    assert rows() == {torch.float32: 64}  # at first max_position_embeddings
-    module(x, torch.tensor([[70]]))
-    assert rows() == {torch.float32: 128}  # doubled
-    module(x, torch.arange(300)[None])
-    assert rows() == {torch.float32: 300}
+    assert rows() == {torch.float32: _rotary_tables.MIN_ROWS}  # a small first table
+    module(x, torch.tensor([[_rotary_tables.MIN_ROWS]]))
+    assert rows() == {torch.float32: 2 * _rotary_tables.MIN_ROWS}  # doubled
+    module(x, torch.arange(5000)[None])
+    assert rows() == {torch.float32: 8192}  # the next power of two above 4999
     module(torch.zeros(1, dtype=torch.float16), torch.tensor([[5]]))
-    assert rows() == {torch.float32: 300, torch.float16: 64}
+    assert rows() == {torch.float32: 8192, torch.float16: _rotary_tables.MIN_ROWS}
 
     def no_kernel(*args, **kwargs):
         raise AssertionError("a position the table holds was computed")
 
-    monkeypatch.setattr(_rotary_module, "rope_cache", no_kernel)
+    monkeypatch.setattr(_rotary_tables, "rope_cache", no_kernel)
     monkeypatch.setattr(sinpe, "rope", no_kernel)
-    for position in (0, 63, 299):
+    for position in (0, 63, 8191):
         cos, _ = module(x, torch.tensor([[position]]))
         assert cos.shape == (1, 1, 16)
     monkeypatch.undo()
-    # past the limit of a table (here shrunk): computed for the call, the same values
-    monkeypatch.setattr(_rotary_module, "TABLE_BYTES", 1 << 10)
+    # past the memory cap of a table (here shrunk to 2 KiB: 16 rows of 2 x 16 float32):
+    # computed for the call, the same values, the kept table as it was
+    monkeypatch.setattr(_rotary_tables, "TABLE_BYTES", 1 << 11)
     far = torch.tensor([[5, 100000]])
     assert_same(module(x, far), want(far, rotary.freq, 1.0, torch.float32))
-    assert rows()[torch.float32] == 300
+    assert rows()[torch.float32] == 8192
+    fresh = st.RotaryEmbedding(small_config())
+    assert_same(fresh(x, far), want(far, rotary.freq, 1.0, torch.float32))
+    assert_same(fresh(x, torch.tensor([[15]])), want(torch.tensor([[15]]), rotary.freq, 1.0,
+                                                     torch.float32))
+    assert {key[2]: t[0].shape[0] for key, t in fresh._rotary_of(None).tables.items()} == {
+        torch.float32: 16}  # the cap's rows, not MIN_ROWS
 
 
 def test_no_grad_inference_mode_and_no_state():
@@ -363,7 +373,7 @@ def test_exact_frequencies_and_without_transformers(monkeypatch):
                                                           torch.float32))
     # no family module (transformers absent, or a config of another library): the
     # double frequencies rounded to float32, which transformers' are within a few ulps of
-    monkeypatch.setattr(_rotary_module, "_family_module", lambda config: None)
+    monkeypatch.setattr(_rotary_family, "family_module", lambda config: None)
     fallback = st.RotaryEmbedding(config)
     hf_freq, hf_scaling = freq_of(hf_module(config))
     assert np.array_equal(fallback.inv_freq.double().numpy(),

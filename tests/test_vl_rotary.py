@@ -12,7 +12,7 @@
   and ``sin(p w)`` of HF's frequencies ``w``, ``p`` the position of each pair's
   own section (tests/test_rope_sections.py's ``section_of``, held against HF's
   ``recomposition_frequencies``), near 2**17 and 2**20; HF's module at least
-  100 times further off near 2**17.  The README's table of it, computed here.
+  100 times further off near 2**17.  docs/accuracy.md's table of it, computed here.
 * The vision tower: sinpe's axial stand-in within half an ulp of the exact
   values of the module's frequencies at each patch's row and column;
   ``apply_rotary_pos_emb_vision`` bit for bit HF's (dtype and strides too) for
@@ -35,7 +35,7 @@ import sinpe  # noqa: E402
 import sinpe.torch as st  # noqa: E402
 from sinpe.torch import _multi_axis  # noqa: E402
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ACCURACY_PAGE = Path(__file__).resolve().parents[1] / "docs" / "accuracy.md"
 
 
 def modeling(family):
@@ -237,7 +237,7 @@ def test_transformers_is_100_times_further_off_near_2_17(family):
     assert error(hf(x, position_ids)) >= 100 * error(module(x, position_ids))
 
 
-# The README's table: each row a model's text config and a position p of an image's token,
+# docs/accuracy.md's table: each row a model's text config and a position p of an image's token,
 # whose (time, height, width) are (p, p + 12, p + 30); each column the largest absolute error
 # over the (cos, sin) columns its rotary module returns in float32, against the exact values
 # of HF's float32 frequencies at each pair's own position, in mpmath at 40 digits.
@@ -284,9 +284,10 @@ def accuracy_table() -> str:
     return "\n".join(lines)
 
 
-def test_readme_holds_the_computed_table():
+def test_the_accuracy_page_holds_the_computed_table():
     table = accuracy_table()
-    assert table in README.read_text(), f"README.md's table is stale; it should read:\n{table}"
+    assert table in ACCURACY_PAGE.read_text(), (
+        f"docs/accuracy.md's table is stale; it should read:\n{table}")
 
 
 def test_the_claims_of_the_table():

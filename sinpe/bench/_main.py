@@ -15,7 +15,8 @@ from sinpe.bench._patch import patched_model_cases, print_patched
 from sinpe.bench._pool import (add_pairs, alternation_cases, neighbour_cases,
                                print_alternation, print_neighbour, rope_pairs)
 from sinpe.bench._rope import _print_rope, _rope_cases
-from sinpe.bench._rotary import print_rotary_module, rotary_module_cases
+from sinpe.bench._rotary import (first_call_cases, print_first_calls, print_rotary_module,
+                                 rotary_module_cases)
 from sinpe.bench._sections import _print_sections, _section_cases
 from sinpe.bench._tables import (_add_case, _encode_case, _out_case, _print_table,
                                  _rope_out_case, _scale_case, _summarise, _torch_recipes)
@@ -81,6 +82,7 @@ def _run(args: argparse.Namespace) -> int:
         steps = decode_cases(args.quick, torch, blocks_in_turn)
         sections = _section_cases(args.quick, blocks_in_turn)
         modules = rotary_module_cases(args.quick, blocks_in_turn)
+        first_calls = first_call_cases()
         models = patched_model_cases(args.quick, blocks_in_turn)
         header = _header(args, load_before, str(torch.__version__), "1 and all")
         _print_rope(results, header, sys.stdout)
@@ -88,11 +90,13 @@ def _run(args: argparse.Namespace) -> int:
         print_decode(steps, sys.stdout)
         _print_sections(sections, sys.stdout)
         print_rotary_module(modules, sys.stdout)
+        print_first_calls(first_calls, sys.stdout)
         print_patched(models, sys.stdout)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"header": header, "results": results, "alternated": shared,
-                           "decoding_steps": steps, "sections": sections, "rotary_module": modules, "models": models}, f,
+                           "decoding_steps": steps, "sections": sections, "rotary_module": modules,
+                           "first_calls": first_calls, "models": models}, f,
                           indent=2)
         return 0
     if args.variants:

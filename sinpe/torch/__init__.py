@@ -17,7 +17,8 @@
   without its temporaries, to patch into a model.
 - :func:`rope_cache` makes RoPE's ``(cos, sin)`` caches as tensors, and
   :class:`RotaryEmbedding` stands in for a transformers model's rotary module
-  (every rope type, the model's frequencies, exact angles, kept tables; the
+  (every rope type and every form of caches transformers' modules return, the
+  model's frequencies, exact angles, tables sized by the positions asked for; the
   multi-axis sections of vision-language text models), and
   :func:`apply_rotary_pos_emb_vision` is the vision towers' apply function of
   Qwen2-VL, Qwen2.5-VL and Qwen3-VL, bit for bit.
@@ -33,9 +34,12 @@ anything is written.
 
 # This module hands the names on, and shares torch's threads at import.  The modules
 # under it import one way, each only those listed before it: _tensors (what the kernel
-# sees of a tensor: dtypes and their codes, views of its memory, allocation), _tables
+# sees of a tensor: dtypes and their codes, views of its memory, allocation), _verify
+# (how far transformers' caches may be from sinpe's: shared with hf/), _tables
 # (encode, add_, PositionalEncoding), _rope (rope_, rope), _apply (HF's apply functions),
 # _caches (rope_cache), _multi_axis (vision-language models' sections and axial rope),
+# _rotary_family (a config's transformers rotary module: found, called, checked against),
+# _rotary_tables (one layer type's frequencies, switches and kept tables, every form),
 # _rotary_module (RotaryEmbedding); above them hf/, the transformers integration (patch).
 # None of them imports this module's names.
 

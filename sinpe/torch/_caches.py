@@ -60,6 +60,11 @@ def rope_cache(
     ``(3, B, L)``), each frequency pair takes its angle from its section's row,
     and the results have shape ``positions.shape[1:] + (d,)``.
 
+    A row's values depend only on its position and the frequencies: rows made for
+    explicit ``positions`` have the bits of a table's rows of the same positions
+    (:class:`sinpe.torch.RotaryEmbedding` keeps tables made by this function, and
+    computes positions past their memory cap call by call, with it too).
+
     ``device`` defaults to torch's default device.  The kernel writes the
     caches into a new CPU tensor's own memory; they are moved to any other
     device once.  On ``meta`` the caches are empty meta tensors (the arguments

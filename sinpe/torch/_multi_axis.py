@@ -40,18 +40,23 @@ AXES = 3
 # -- the text module's sections ------------------------------------------------------------
 
 
-def module_sections(hf: nn.Module, width: int, layout: str
+def module_sections(hf: nn.Module, width: int, layout: str, layer_type: Optional[str] = None
                     ) -> tuple[Optional[tuple[int, ...]], Optional[str]]:
-    """``(sections, sections_layout)`` of a transformers text rotary module (None, None:
-    a single-axis module, one without ``mrope_section``).  Found by calling it: batch
-    ``b`` of ``position_ids`` has position 1 in row ``b`` and 0 elsewhere, so that a
-    pair's sine is nonzero in the batch of the row it takes.  The rows must follow
-    one of sinpe's two rules: else ValueError (sinpe cannot stand in for it)."""
-    if getattr(hf, "mrope_section", None) is None:
+    """``(sections, sections_layout)`` of a transformers text rotary module (of its
+    ``layer_type``, for a module of several) (None, None: a single-axis module, one
+    without ``mrope_section``).  Found by calling it: batch ``b`` of ``position_ids``
+    has position 1 in row ``b`` and 0 elsewhere, so that a pair's sine is nonzero in
+    the batch of the row it takes.  The rows must follow one of sinpe's two rules:
+    else ValueError (sinpe cannot stand in for it)."""
+    section = getattr(hf, "mrope_section", None)
+    if isinstance(section, dict):  # per layer type (Cohere Compass's)
+        section = section.get(layer_type)
+    if section is None:
         return None, None
     position_ids = torch.eye(AXES, dtype=torch.int64)[:, :, None]  # (rows, batch, 1)
+    x = torch.zeros(1, dtype=torch.float64)
     with torch.no_grad():
-        sin = hf(torch.zeros(1, dtype=torch.float64), position_ids)[1]
+        sin = (hf(x, position_ids) if layer_type is None else hf(x, position_ids, layer_type))[1]
     name = type(hf).__name__
     if tuple(sin.shape) != (AXES, 1, width):
         raise ValueError(f"{name} returns sin of shape {tuple(sin.shape)} for position_ids of "

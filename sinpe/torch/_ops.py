@@ -329,27 +329,29 @@ def rope_(x: Tensor, positions: object, offset: Optional[int], axis: Optional[in
 
 
 def rotary_forward(module: Any, rotary: Any, x: Tensor, position_ids: Tensor
-                   ) -> Optional[tuple[Tensor, Tensor]]:
+                   ) -> Optional[Union[tuple[Tensor, Tensor], Tensor]]:
     """:class:`sinpe.torch.RotaryEmbedding`'s forward while torch traces: the caches of
-    ``position_ids`` by one ``sinpe::rope_cache`` node, in the module's output dtype
-    (``x.dtype`` by default) on ``x.device``; the same values as its eager forward (a
-    kept table's rows depend only on their positions and frequencies).  longrope's
-    switch on ``max(position_ids) + 1`` is traced as HF traces it (``torch.where``
-    between the short and long frequencies, both constants of the graph).  None for
-    ``dynamic``, whose frequencies follow the lengths seen so far (state that the
-    eager forward keeps, where HF's module breaks the graph too).
+    ``position_ids`` by one ``sinpe::rope_cache`` node, in the layer type's form
+    (``rotary.form``: "concatenated", "interleaved", "half", or "complex": complex64
+    ``freqs_cis``) and the module's output dtype (``x.dtype`` by default) on
+    ``x.device``; the same values as its eager forward (a kept table's rows depend
+    only on their positions and frequencies).  longrope's switch on
+    ``max(position_ids) + 1`` is traced as HF traces it (``torch.where`` between the
+    short and long frequencies, both constants of the graph).  None for ``dynamic``,
+    whose frequencies follow the lengths seen so far (state that the eager forward
+    keeps, where HF's module breaks the graph too).
 
-    Reads of ``module``: ``layout``, ``output_dtype``, ``sections``,
-    ``sections_layout``; of ``rotary`` (the layer type's frequencies): ``rope_type``,
-    ``freq`` and ``scaling`` (at construction), ``original`` and ``long``
-    (longrope's switch length and long frequencies; these computed here, once, if
-    the eager forward has not yet)."""
+    Reads of ``module``: ``output_dtype``; of ``rotary`` (the layer type's rope):
+    ``rope_type``, ``form``, ``sections``, ``sections_layout``, ``freq`` and
+    ``scaling`` (at construction), ``original`` and ``long`` (longrope's switch length
+    and long frequencies; these computed here, once, by ``rotary._compute`` if the
+    eager forward has not yet)."""
     if rotary.rope_type == "dynamic":
         return None
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
     dtype = module.output_dtype if module.output_dtype is not None else x.dtype
-    if dtype not in _DTYPES:
+    if rotary.form != "complex" and dtype not in _DTYPES:
         raise TypeError(f"x must have dtype {_SUPPORTED} (the caches' dtype), got {x.dtype}")
     if not isinstance(position_ids, torch.Tensor):
         raise TypeError(f"position_ids must be a torch.Tensor, got {type(position_ids).__name__}")
@@ -359,18 +361,19 @@ def rotary_forward(module: Any, rotary: Any, x: Tensor, position_ids: Tensor
     if rotary.rope_type == "longrope" and rotary.original is not None:
         long = torch.tensor(_long_frequencies(rotary), dtype=torch.float64, device=ids.device)
         freq = torch.where(ids.max() + 1 > rotary.original, long, freq)
-    sections = module.sections
+    sections = rotary.sections
     if sections is not None:  # HF's position_ids.expand(3, -1, -1) of (B, L) ids
         if ids.dim() == 2 or (ids.dim() == 3 and ids.shape[0] == 1):
             ids = ids.expand(len(sections), *ids.shape[-2:])
         elif ids.dim() != 3 or ids.shape[0] != len(sections):
             raise ValueError(f"position_ids must have shape ({len(sections)}, B, L) (one row "
                              f"per section) or (B, L), got {tuple(ids.shape)}")
-    caches = rope_cache(ids, 2 * len(rotary.freq), freq=freq, scale=rotary.scaling,
-                        layout=module.layout, dtype=dtype, sections=sections,
-                        sections_layout=module.sections_layout if sections is not None else None)
-    assert isinstance(caches, tuple)
-    return caches
+    complex_form = rotary.form == "complex"
+    return rope_cache(ids, rotary.width, freq=freq, scale=rotary.scaling,
+                      layout="half" if complex_form else rotary.form,
+                      dtype=torch.complex64 if complex_form else dtype, sections=sections,
+                      sections_layout=rotary.sections_layout if sections is not None else None,
+                      output="complex" if complex_form else "pair")
 
 
 # The frequencies as Python floats (doubles), constants of the traced graph computed
@@ -392,7 +395,7 @@ def _long_frequencies(rotary: Any) -> tuple[float, ...]:
     once."""
     if rotary.long is None:
         with _untraced():
-            rotary.long = rotary._compute(rotary.original + 1)[0]
+            rotary.long = rotary._compute(rotary.original + 1)
     return tuple(float(w) for w in rotary.long)
 
 

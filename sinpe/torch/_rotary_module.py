@@ -3,24 +3,21 @@ re-exports (use it from there).
 
 ``RotaryEmbedding`` stands in for a transformers ``*RotaryEmbedding`` module: the
 frequencies and attention factor of the model (transformers' own float32 ones by
-default), the angles exact, and the ``(cos, sin)`` rows looked up in a table kept
-per layer type, device and dtype (made by :func:`sinpe.torch._caches.rope_cache`),
-so that a decoding step costs an index, not a cos and a sin.  Multi-axis modules
-(vision-language text models) take their sections and caches from
-:mod:`sinpe.torch._multi_axis`.  transformers is imported lazily, by the functions
-that need it.
+default), the angles exact, and the caches in the form the family's module returns
+them, looked up in tables kept per layer type, device and dtype
+(:mod:`sinpe.torch._rotary_tables`), so that a decoding step costs an index, not a
+cos and a sin.  The family's module is found, called and checked against by
+:mod:`sinpe.torch._rotary_family`; multi-axis modules (vision-language text models)
+take their sections and caches from :mod:`sinpe.torch._multi_axis`.  transformers
+is imported lazily, by the functions that need it.
 """
 from __future__ import annotations
 
-import copy
-import importlib
-import math
+import functools
 import threading
-from collections import OrderedDict
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import numpy as np
-from numpy.typing import NDArray
 import torch
 from torch import nn
 
@@ -28,21 +25,19 @@ import sinpe
 from sinpe._rope_types import rope_frequencies
 from sinpe.torch import _multi_axis as _vl
 from sinpe.torch import _ops
-from sinpe.torch._caches import rope_cache
+from sinpe.torch import _rotary_family as _family
+from sinpe.torch._rotary_tables import (
+    Caches,
+    Frequencies,
+    _Rotary,
+    direct_caches,
+    empty_caches,
+    lookup,
+)
 from sinpe.torch._tensors import _DTYPES, _SUPPORTED, _check_dtype, _device
+from sinpe.torch._verify import FORMS
 
-# A table covers positions 0 .. rows - 1 of one frequency set, in one dtype on one
-# device.  It grows geometrically as positions need, at first to the model's
-# max_position_embeddings, and at most to twice that or to this many bytes
-# (cos and sin together), whichever is more; positions past that, negative
-# ones, non-integral ones and frequencies that change call by call (dynamic
-# NTK past the trained length) are computed for the call alone, with the same
-# bits (a row's values depend only on its position and the frequencies).
-TABLE_BYTES = 64 << 20
-TABLES_KEPT = 8  # per layer type, least recently used out
-
-
-# -- the rotary module --------------------------------------------------------------------
+__all__ = ["RotaryEmbedding"]
 
 _FREQUENCIES = ("model", "exact")
 
@@ -54,13 +49,23 @@ class RotaryEmbedding(nn.Module):
     the model that ``config`` (a transformers config) configures:
     ``forward(x, position_ids)`` (``forward(x, position_ids, layer_type)`` for
     configs with rope parameters per layer type, as Gemma 3's module) returns
-    ``(cos, sin)`` of shape ``position_ids.shape + (r,)`` in ``x.dtype`` on
-    ``x.device`` (the family's own rules where they differ: OLMo's float32,
-    Cohere's pairwise layout), ``r`` the rotary width, the attention factor
-    applied: what the model's module returns, for every rope type
+    what the model's module returns, with HF's shapes and dtypes, on
+    ``x.device``, the attention factor applied, for every rope type
     (``default``, ``linear``, ``dynamic``, ``yarn``, ``longrope``, ``llama3``,
     ``proportional``), with ``dynamic``'s and ``longrope``'s switches on
-    ``max(position_ids) + 1`` made as transformers makes them.
+    ``max(position_ids) + 1`` made as transformers makes them.  The forms
+    (``layout``), found by calling the family's module once:
+
+    - ``"concatenated"``: ``(cos, sin)`` of shape ``position_ids.shape + (r,)``,
+      HF's ``cat(freqs, freqs)`` (Llama and most families); ``"interleaved"``:
+      each value twice in a row (Cohere's ``repeat_interleave``);
+    - ``"half"``: ``(cos, sin)`` of width ``r/2``, each frequency once (GPT-OSS,
+      DeepSeek-V4);
+    - ``"complex"``: one complex64 ``freqs_cis = cos + i sin`` of width ``r/2``
+      (Llama 4's and DeepSeek-V2's ``torch.polar``), whatever ``x.dtype``;
+
+    in ``x.dtype`` or the family's fixed dtype (OLMo's and LFM3's float32).
+    ``r`` is the rotary width.
 
     - Frequencies: ``frequencies="model"`` (default) uses the model's own, the
       float32 ``inv_freq`` transformers computes for the config (by its own
@@ -72,23 +77,33 @@ class RotaryEmbedding(nn.Module):
       attention factor in double, rounded once to the output dtype.
       transformers forms the angle in float32 (off by ``2e-3`` at position
       ``2**17``).
-    - Speed: the rows are looked up in a table kept per layer type, device
-      and dtype, made by sinpe's kernel (on the CPU, then moved once) and
-      grown on demand: at first to ``config.max_position_embeddings``.
-      Positions beyond twice that (or beyond 64 MiB of table), negative or
-      non-integral ones, and ``dynamic``'s frequencies past the trained length
-      (which change from call to call) are computed for the call, with the
-      same values.
+    - Tables: the rows are looked up in a table kept per layer type, device
+      and dtype, made by sinpe's kernel (on the CPU, then moved once), sized by
+      the positions asked for, never by ``max_position_embeddings``: the first
+      covers the next power of two above the largest position (at least
+      ``MIN_ROWS`` = 256), and it doubles as calls go further, up to
+      ``TABLE_BYTES`` (128 MiB, cos and sin together) per table.  A config may
+      say any ``max_position_embeddings``: a 10M-context model's first
+      decoding steps cost what an 8k one's cost.  Positions past the cap,
+      negative or non-integral ones, and ``dynamic``'s frequencies past the
+      trained length (which change from call to call) are computed for the
+      call, with the same values.
+
+    The construction checks sinpe's caches against a new module of the family
+    (form, shape, dtype, device, and values within the float32 rounding of
+    transformers' angles, on a few positions short of any switch), and with
+    ``frequencies="exact"`` that the module computes the config's rope type
+    with frequencies within their float32 error of sinpe's.
 
     ``layer_type`` picks one layer type of a per-layer-type config (then
-    ``forward`` needs none); ``layout`` (``"concatenated"``: HF's
-    ``cat(freqs, freqs)``; ``"interleaved"``: Cohere's ``repeat_interleave``)
-    and ``output_dtype`` (a fixed dtype instead of ``x.dtype``) default to the
-    family's module, found from the config (its ``modeling_*`` module's
-    rotary class, called once on four positions to see what it returns), else
-    to ``"concatenated"`` and ``x.dtype``.  ``device`` is accepted as
-    transformers' modules take it; tables are made on ``x.device`` when first
-    needed.
+    ``forward`` needs none; the layer types served are those the family's module
+    holds, e.g. LFM3's attention layers); ``layout`` (one of the forms above) and
+    ``output_dtype`` (a fixed dtype instead of ``x.dtype``) default to the
+    family's module, else to ``"concatenated"`` and ``x.dtype``.  ``device`` is
+    accepted as transformers' modules take it; tables are made on ``x.device``
+    when first needed.  It can be built under ``torch.device("meta")`` (the
+    frequencies are read on the CPU); on the meta device ``forward`` returns
+    meta tensors of the right shapes and dtypes.
 
     The module has no parameters and no buffers: ``state_dict()`` is empty, as
     transformers' (its ``inv_freq`` is not persistent), ``model.to(dtype)``
@@ -110,12 +125,25 @@ class RotaryEmbedding(nn.Module):
     those of the family's module, seen by calling it (else the config's
     ``mrope_section`` and ``mrope_interleaved``).
 
-    Raises ``TypeError``/``ValueError`` for a config it cannot serve (no
+    Raises ``TypeError``/``ValueError`` for a config it cannot serve, naming the
+    config key or what differs: sinpe's checks of the rope parameters first (no
     ``rope_parameters``, an unknown rope type or bad values, as
-    :func:`sinpe.rope_frequencies`; sections sinpe's rules cannot give), and in
-    ``forward`` for a non-tensor or boolean ``position_ids``, an unsupported
-    ``x.dtype``, a layer type the module does not have, positions past
-    ``sinpe.MAX_POSITION``, or multi-axis ``position_ids`` of another shape.
+    :func:`sinpe.rope_frequencies`), then transformers' failures to build or call
+    the family's module, a module whose forward sinpe cannot stand in for
+    (another signature, another form, sections sinpe's rules cannot give, caches
+    the check above refuses); and in ``forward`` for a non-tensor or boolean
+    ``position_ids``, an unsupported ``x.dtype``, a layer type the module does
+    not have, positions past ``sinpe.MAX_POSITION`` (the message names them), or
+    multi-axis ``position_ids`` of another shape.  ``position_ids`` may have any
+    integer dtype (int8 to int64, uint8) or be real.
+
+    >>> import torch, transformers, sinpe.torch
+    >>> config = transformers.LlamaConfig(hidden_size=64, num_attention_heads=4,
+    ...                                   max_position_embeddings=10_485_760)
+    >>> rotary = sinpe.torch.RotaryEmbedding(config)
+    >>> cos, sin = rotary(torch.zeros(1, dtype=torch.bfloat16), torch.tensor([[5]]))
+    >>> cos.shape, cos.dtype
+    (torch.Size([1, 1, 16]), torch.bfloat16)
     """
 
     def __init__(self, config: Any, device: Any = None, *, frequencies: str = "model",
@@ -123,21 +151,30 @@ class RotaryEmbedding(nn.Module):
                  output_dtype: Optional[torch.dtype] = None) -> None:
         super().__init__()
         _check_choice(frequencies, "frequencies", _FREQUENCIES)
+        if layout is not None:
+            _check_choice(layout, "layout", FORMS)
+        if output_dtype is not None and output_dtype is not torch.complex64:
+            _check_dtype(output_dtype)
         if device is not None:
             _device(device)
         config = _text_config(config)
-        hf = _family_module(config)
-        self._setup(config, hf, frequencies, layer_type, layout, output_dtype)
+        types, per_type = _config_layer_types(config, layer_type)
+        exact = _sinpes_frequencies(config, types)  # sinpe's checks, before transformers'
+        with torch.device("cpu"):  # transformers' module is read on the CPU (meta too)
+            hf = _family.family_module(config)
+            self._setup(config, hf, hf, frequencies, layer_type, types, per_type, exact,
+                        layout, output_dtype)
 
     @classmethod
     def from_module(cls, module: nn.Module, *, frequencies: str = "model",
                     layer_type: Optional[str] = None) -> RotaryEmbedding:
         """The stand-in for ``module``, a transformers rotary module (e.g. a model's
         ``model.rotary_emb``): its config, rope type and attention factor, its own
-        float32 frequencies (its ``original_inv_freq``; recomputed from the config
-        by transformers' functions if ``model.to(dtype)`` has cast them), the layout
-        and dtype its forward returns (seen on a copy of it: the module itself is
-        not called or changed)."""
+        float32 frequencies (its ``original_inv_freq``; a new module's of its class
+        and config if ``model.to(dtype)`` has cast them or it is on the meta
+        device), the form and dtype its forward returns, checked as the
+        constructor checks (on a new module of its class and config: the module
+        itself is not called or changed)."""
         _check_choice(frequencies, "frequencies", _FREQUENCIES)
         config = getattr(module, "config", None)
         if not isinstance(module, nn.Module) or config is None:
@@ -145,52 +182,77 @@ class RotaryEmbedding(nn.Module):
                             f"config), got {type(module).__name__}")
         self = cls.__new__(cls)
         nn.Module.__init__(self)
-        self._setup(config, copy.deepcopy(module), frequencies, layer_type, None, None)
+        config = _text_config(config)
+        types, per_type = _config_layer_types(config, layer_type)
+        exact = _sinpes_frequencies(config, types)
+        with torch.device("cpu"):
+            hf = _family.rebuilt(module)
+            self._setup(config, hf, module, frequencies, layer_type, types, per_type, exact,
+                        None, None)
         return self
 
     # -- construction
 
-    def _setup(self, config: Any, hf: Optional[nn.Module], frequencies: str,
-               layer_type: Optional[str], layout: Optional[str],
-               output_dtype: Optional[torch.dtype]) -> None:
-        config = _text_config(config)
-        params = getattr(config, "rope_parameters", None)
-        if not isinstance(params, dict) or not params:
-            raise ValueError(f"config ({type(config).__name__}) has no rope_parameters (got "
-                             f"{params!r}): the model has no rotary embedding")
-        if params.get("rope_type") == "axial":
-            raise ValueError(f"config ({type(config).__name__}) is a vision tower's, whose rope "
-                             "type 'axial' RotaryEmbedding does not serve (it serves text rotary "
-                             "modules); sinpe.torch.patch(model) replaces the vision tower's")
-        per_type = [key for key, value in params.items()
-                    if isinstance(value, dict) or (value is None and key.endswith("attention"))]
-        per_type = per_type if len(per_type) == len(params) else []
-        if layer_type is not None and layer_type not in per_type:
-            raise ValueError(f"layer_type={layer_type!r}: the config's rope_parameters are "
-                             + (f"per layer type {per_type}" if per_type else "not per layer type"))
-        types: list[Optional[str]] = (
-            [layer_type] if layer_type is not None
-            else [t for t in per_type if params[t] is not None] if per_type else [None])
+    def _setup(self, config: Any, hf: Optional[nn.Module], own: Optional[nn.Module],
+               frequencies: str, layer_type: Optional[str], types: list[Optional[str]],
+               per_type: bool, exact: dict[Optional[str], Frequencies],
+               layout: Optional[str], output_dtype: Optional[torch.dtype]) -> None:
+        """The rotaries of ``types`` (restricted to those ``hf``, the family's module,
+        holds), their form, and the checks against ``hf``; ``own``: the module whose
+        frequencies are the model's (``hf`` itself, or the module ``from_module`` was
+        given)."""
+        if hf is not None:
+            types = _held_types(config, hf, layer_type, types)
         self.config = config
         self.frequencies = frequencies
         self.layer_type = layer_type
-        self._per_type = bool(per_type) and layer_type is None
+        self._per_type = per_type and layer_type is None
         self._lock = threading.Lock()
-        self._rotaries = {t: _Rotary(config, hf, frequencies, t) for t in types}
-        first = next(iter(self._rotaries.values()))
+        self._rotaries = {t: _rotary(config, hf, own, frequencies, t, exact[t]) for t in types}
+        first = self._rotaries[types[0]]
         self.rope_type: Any = ({t: r.rope_type for t, r in self._rotaries.items()}
                                if self._per_type else first.rope_type)
-        seen_layout, seen_dtype = _probe(hf, types[0]) if hf is not None else (None, None)
-        self.layout = layout if layout is not None else seen_layout or "concatenated"
-        _check_choice(self.layout, "layout", ("concatenated", "interleaved"))
-        self.output_dtype = (_check_dtype(output_dtype) if output_dtype is not None
-                             else seen_dtype)
+        form, fixed = _family.probe(hf, types[0], first.width) if hf is not None else (None, None)
+        self.layout = layout or form or "concatenated"
+        if self.layout == "complex":
+            if output_dtype not in (None, torch.complex64):
+                raise ValueError(f"output_dtype={output_dtype}: the complex form's caches are "
+                                 "torch.complex64")
+            output_dtype = torch.complex64
+        elif fixed is torch.complex64 or output_dtype is torch.complex64:
+            raise ValueError(f"output_dtype=torch.complex64 needs layout='complex' (the form of "
+                             f"freqs_cis), not layout={self.layout!r}")
+        self.output_dtype = output_dtype if output_dtype is not None else fixed
         # multi-axis RoPE (Qwen2-VL's, Qwen3-VL's): the sections the family's module uses
-        width = 2 * len(first.freq)
-        self.sections, self.sections_layout = (
-            (None, None) if len(types) != 1 or types[0] is not None
-            else _vl.module_sections(hf, width, self.layout) if hf is not None
-            else _vl.config_sections(config, width))
+        for t, rotary in self._rotaries.items():
+            rotary.form = self.layout
+            rotary.sections, rotary.sections_layout = (
+                _module_sections(hf, rotary.width, form or "concatenated", t) if hf is not None
+                else _vl.config_sections(config, rotary.width) if t is None else (None, None))
+            if rotary.sections is not None and self.layout not in ("concatenated",
+                                                                   "interleaved"):
+                raise ValueError(f"layout={self.layout!r}: multi-axis caches (sections "
+                                 f"{rotary.sections}) come concatenated or interleaved")
+        self.sections, self.sections_layout = first.sections, first.sections_layout
+        if hf is not None:  # sinpe's caches of the model's frequencies against the module's
+            _family.check_caches(hf, functools.partial(self._model_caches, form, fixed), types)
+            if frequencies == "exact":
+                for t, rotary in self._rotaries.items():
+                    _family.check_exact(hf, config, t, rotary.freq, rotary.model[0])
+
+    def _model_caches(self, form: Optional[str], fixed: Optional[torch.dtype], x: torch.Tensor,
+                      position_ids: torch.Tensor, layer_type: Optional[str]) -> Caches:
+        """The caches of the model's frequencies at ``position_ids``, computed for the
+        call, in the family module's form and dtype: what the construction checks."""
+        rotary = self._rotaries[layer_type]
+        freq, scaling = rotary.model
+        dtype = fixed if fixed is not None else x.dtype
+        if rotary.sections is not None and rotary.sections_layout is not None:
+            return _vl.section_caches(_vl.broadcast_rows(position_ids), freq, scaling,
+                                      rotary.sections, rotary.sections_layout,
+                                      form or "concatenated", dtype, x.device)
+        return direct_caches(position_ids, freq, scaling, form or "concatenated", dtype,
+                             x.device)
 
     # -- what HF's module has
 
@@ -230,7 +292,7 @@ class RotaryEmbedding(nn.Module):
         self._lock = threading.Lock()
 
     def extra_repr(self) -> str:
-        width = 2 * len(next(iter(self._rotaries.values())).freq)
+        width = next(iter(self._rotaries.values())).width
         dtype = "x.dtype" if self.output_dtype is None else str(self.output_dtype)
         sections = ("" if self.sections is None else
                     f", sections={self.sections}, sections_layout={self.sections_layout!r}")
@@ -243,7 +305,7 @@ class RotaryEmbedding(nn.Module):
     # (no torch.no_grad(): nothing here records a graph, the tables require no grad;
     # the decorator would cost a decoding step a third of its time)
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor,
-                layer_type: Optional[str] = None) -> tuple[torch.Tensor, torch.Tensor]:
+                layer_type: Optional[str] = None) -> Caches:
         rotary = self._rotary_of(layer_type)
         if _ops.is_compiling():  # torch.compile, torch.export: one custom op, no .item()
             traced = _ops.rotary_forward(self, rotary, x, position_ids)
@@ -251,46 +313,64 @@ class RotaryEmbedding(nn.Module):
                 return traced
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
-        dtype = self.output_dtype if self.output_dtype is not None else x.dtype
-        if dtype not in _DTYPES:
-            raise TypeError(f"x must have dtype {_SUPPORTED} (the caches' dtype), "
-                            f"got {x.dtype}")
+        dtype = self.output_dtype
+        if dtype is None:
+            dtype = x.dtype
+            if dtype not in _DTYPES:
+                raise TypeError(f"x must have dtype {_SUPPORTED} (the caches' dtype), "
+                                f"got {x.dtype}")
         if not isinstance(position_ids, torch.Tensor):
             raise TypeError("position_ids must be a torch.Tensor, got "
                             f"{type(position_ids).__name__}")
         if position_ids.dtype is torch.bool or position_ids.is_complex():
             raise TypeError(f"position_ids must be integer or real, got {position_ids.dtype}")
-        if self.sections is not None:
-            return self._forward_sections(rotary, position_ids, dtype, x.device)
+        # Everything below is the eager path of (rotary, x, position_ids, dtype).  (The
+        # meta device costs it nothing: an x on meta gets tables made on meta, without a
+        # kernel; position_ids on meta fail .item().)
         device = x.device
+        if rotary.sections is not None:
+            return self._forward_sections(rotary, position_ids, dtype, device)
         count = position_ids.numel()
         if count == 0:
-            shape = (*position_ids.shape, 2 * len(rotary.freq))
-            return (torch.empty(shape, dtype=dtype, device=device),
-                    torch.empty(shape, dtype=dtype, device=device))
+            return empty_caches(tuple(position_ids.shape), rotary.width, rotary.form, dtype,
+                                device)
         integral = not position_ids.is_floating_point()
-        if count == 1:
-            lo = hi = position_ids.item()
-        else:
-            low, high = torch.aminmax(position_ids)
-            lo, hi = low.item(), high.item()
+        try:
+            if count == 1:
+                lo = hi = position_ids.item()
+            else:
+                low, high = torch.aminmax(position_ids)
+                lo, hi = low.item(), high.item()
+        except (RuntimeError, NotImplementedError):
+            if position_ids.is_meta:
+                return self._meta_caches(rotary, position_ids, dtype)
+            raise
         if not -sinpe.MAX_POSITION <= lo <= hi <= sinpe.MAX_POSITION:  # before any state moves
-            raise ValueError(f"position_ids must lie within +-sinpe.MAX_POSITION = "
-                             f"{sinpe.MAX_POSITION}, got {lo} .. {hi}")
+            _refuse_positions(lo, hi)
         with self._lock:
             key, freq, scaling = rotary.select(hi + 1)  # HF's max(position_ids) + 1
-            cos_table = sin_table = None
+            tables = None
             if key is not None and integral and lo >= 0:
-                tables = rotary.table(key, freq, scaling, int(hi) + 1, self.layout, dtype, device)
-                if tables is not None:
-                    cos_table, sin_table = tables
-        if cos_table is None or sin_table is None:
-            return rope_cache(None, 2 * len(freq), positions=position_ids, freq=freq,
-                              scale=scaling, layout=self.layout, dtype=dtype, device=device)
+                tables = rotary.table(key, freq, scaling, int(hi) + 1, dtype, device)
+        if tables is None:
+            return direct_caches(position_ids, freq, scaling, rotary.form, dtype, device)
         ids = position_ids if position_ids.device == device else position_ids.to(device)
-        # a row gather: the fastest copy of rows measured here (index_select,
-        # indexing and slices cost more for one position and for 2048)
-        return torch.embedding(cos_table, ids), torch.embedding(sin_table, ids)
+        if rotary.form == "concatenated" or rotary.form == "interleaved":
+            try:
+                # a row gather: the fastest copy of rows measured here (index_select,
+                # indexing and slices cost more for one position and for 2048)
+                return torch.embedding(tables[0], ids), torch.embedding(tables[1], ids)
+            except RuntimeError:  # int8, int16, uint8 indices: lookup converts them
+                pass
+        return lookup(tables, ids, rotary.form)
+
+    def _meta_caches(self, rotary: _Rotary, position_ids: torch.Tensor,
+                     dtype: torch.dtype) -> Caches:
+        """On the meta device: the caches' shapes and dtypes, no values, no kernel."""
+        shape = tuple(position_ids.shape)
+        if rotary.sections is not None:
+            shape = tuple(_vl.broadcast_rows(position_ids).shape[1:])
+        return empty_caches(shape, rotary.width, rotary.form, dtype, torch.device("meta"))
 
     def _forward_sections(self, rotary: _Rotary, position_ids: torch.Tensor,
                           dtype: torch.dtype, device: torch.device
@@ -299,19 +379,21 @@ class RotaryEmbedding(nn.Module):
         shape ``(3, B, L)`` (or ``(B, L)``, every axis alike, as transformers' modules
         broadcast them), computed for the call
         (see :func:`sinpe.torch._multi_axis.section_caches`)."""
-        assert self.sections is not None and self.sections_layout is not None
+        assert rotary.sections is not None and rotary.sections_layout is not None
+        if position_ids.is_meta or device.type == "meta":  # (sections: pairs)
+            return cast(tuple[torch.Tensor, torch.Tensor],
+                        self._meta_caches(rotary, position_ids, dtype))
         ids = _vl.broadcast_rows(position_ids)
         freq, scaling = rotary.freq, rotary.scaling
         if rotary.rope_type in ("dynamic", "longrope") and ids.numel():
             low, high = torch.aminmax(ids)
             lo, hi = low.item(), high.item()
             if not -sinpe.MAX_POSITION <= lo <= hi <= sinpe.MAX_POSITION:
-                raise ValueError(f"position_ids must lie within +-sinpe.MAX_POSITION = "
-                                 f"{sinpe.MAX_POSITION}, got {lo} .. {hi}")
+                _refuse_positions(lo, hi)
             with self._lock:
                 _, freq, scaling = rotary.select(hi + 1)  # HF's max(position_ids) + 1
-        return _vl.section_caches(ids, freq, scaling, self.sections, self.sections_layout,
-                                  self.layout, dtype, device)
+        return _vl.section_caches(ids, freq, scaling, rotary.sections, rotary.sections_layout,
+                                  rotary.form, dtype, device)
 
     def _rotary_of(self, layer_type: Optional[str]) -> _Rotary:
         if layer_type is None or not self._per_type:
@@ -329,6 +411,13 @@ class RotaryEmbedding(nn.Module):
                              f"types: {list(self._rotaries)}") from None
 
 
+def _refuse_positions(lo: Any, hi: Any) -> None:
+    far = hi if abs(hi) >= abs(lo) else lo
+    raise ValueError(f"position_ids must lie within +-sinpe.MAX_POSITION = {sinpe.MAX_POSITION} "
+                     f"(sinpe's promise of exact values), got position {far} (positions "
+                     f"{lo} .. {hi})")
+
+
 def _text_config(config: Any) -> Any:
     """A vision-language model's text config for its whole config (Qwen2-VL's top-level
     config has no rope_parameters, its text_config has them); any other config as is."""
@@ -341,188 +430,97 @@ def _text_config(config: Any) -> Any:
 
 
 def _check_choice(value: Any, name: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
+    if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(repr(c) for c in choices)}, "
                          f"got {name}={value!r}")
 
 
-# -- one layer type's frequencies, switches and tables ------------------------------------
+def _config_layer_types(config: Any, layer_type: Optional[str]
+                        ) -> tuple[list[Optional[str]], bool]:
+    """The layer types of the config's rope parameters the module serves (``[None]``:
+    parameters not per layer type), and whether the parameters are per layer type."""
+    params = getattr(config, "rope_parameters", None)
+    if not isinstance(params, dict) or not params:
+        raise ValueError(f"config ({type(config).__name__}) has no rope_parameters (got "
+                         f"{params!r}): the model has no rotary embedding")
+    if params.get("rope_type") == "axial":
+        raise ValueError(f"config ({type(config).__name__}) is a vision tower's, whose rope "
+                         "type 'axial' RotaryEmbedding does not serve (it serves text rotary "
+                         "modules); sinpe.torch.patch(model) replaces the vision tower's")
+    per_type = [key for key, value in params.items()
+                if isinstance(value, dict) or (value is None and key.endswith("attention"))]
+    per_type = per_type if len(per_type) == len(params) else []
+    if layer_type is not None and layer_type not in per_type:
+        raise ValueError(f"layer_type={layer_type!r}: the config's rope_parameters are "
+                         + (f"per layer type {per_type}" if per_type else "not per layer type"))
+    if layer_type is not None:
+        return [layer_type], True
+    if per_type:
+        return [t for t in per_type if params[t] is not None], True
+    return [None], False
 
 
-class _Rotary:
-    """The rope of one layer type (None: the config's only one): its frequencies at
-    construction, HF's switches, and the tables of the frequency sets that last."""
-
-    def __init__(self, config: Any, hf: Optional[nn.Module], frequencies: str,
-                 layer_type: Optional[str]) -> None:
-        self.config = config
-        self.hf = hf
-        self.frequencies = frequencies
-        self.layer_type = layer_type
-        params = config.rope_parameters if layer_type is None else config.rope_parameters[layer_type]
-        self.rope_type = params.get("rope_type", params.get("type", "default"))
-        trained = getattr(config, "max_position_embeddings", None)
-        self.trained: Optional[int] = trained if isinstance(trained, int) else None
-        self.max_seq_len_cached: Optional[float] = self.trained
-        self.original = params.get("original_max_position_embeddings", self.trained)
-        # dynamic's frequencies past the trained length (None: the first ones) and
-        # longrope's long ones (made when first needed, as HF makes them)
-        self.current: Optional[NDArray[np.float64]] = None
-        self.long: Optional[NDArray[np.float64]] = None
-        self.freq, self.scaling = self._initial()
-        self.tables: OrderedDict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor]] = (
-            OrderedDict())
-
-    def _initial(self) -> tuple[NDArray[np.float64], float]:
-        """HF's module at construction: seq_len None (dynamic: the trained length;
-        longrope: the short factors).  sinpe's own formulas run first, also for the
-        model's frequencies: they check every key and value, with their messages."""
-        exact = self._compute(None, exact=True)
-        if self.frequencies == "exact":
-            return exact
-        if self.hf is not None:
-            prefix = "" if self.layer_type is None else f"{self.layer_type}_"
-            buffer = getattr(self.hf, f"{prefix}original_inv_freq", None)
-            scaling = getattr(self.hf, f"{prefix}attention_scaling", None)
-            if (isinstance(buffer, torch.Tensor) and buffer.dtype is torch.float32
-                    and isinstance(scaling, (int, float))):
-                return buffer.detach().to("cpu", torch.float64).numpy(), float(scaling)
-        return self._compute(None)
-
-    def _compute(self, seq_len: Optional[float], exact: bool = False
-                 ) -> tuple[NDArray[np.float64], float]:
-        """The frequencies at seq_len (None: at construction, as HF's module calls its
-        init function)."""
-        exact = exact or self.frequencies == "exact"
-        if not exact and self.hf is not None:
-            return _hf_frequencies(self.hf, self.config, self.rope_type, self.layer_type, seq_len)
-        if seq_len is None:  # what HF's functions take for a missing seq_len
-            seq_len = {"dynamic": self.trained, "longrope": self.original}.get(self.rope_type)
-        freq, scaling = rope_frequencies(
-            None, self.config, seq_len=None if seq_len is None else math.ceil(seq_len),
-            layer_type=self.layer_type)
-        if not exact:  # transformers' are float32
-            freq = freq.astype(np.float32).astype(np.float64)
-        return freq, scaling
-
-    def select(self, seq_len: float) -> tuple[Optional[str], NDArray[np.float64], float]:
-        """The frequencies for a call whose positions reach seq_len - 1, and the key of
-        their table (None: they do not last beyond this call).  HF's
-        dynamic_rope_update: longrope's long factors past the trained length,
-        dynamic's frequencies recomputed when the sequence grows past what they
-        were made for, and reset below the trained length."""
-        if self.rope_type == "longrope" and self.original is not None and seq_len > self.original:
-            if self.long is None:
-                self.long = self._compute(self.original + 1)[0]
-            return "long", self.long, self.scaling
-        if self.rope_type == "dynamic" and self.trained is not None:
-            cached = self.max_seq_len_cached
-            assert cached is not None
-            if seq_len > cached:
-                self.current = self._compute(seq_len)[0]
-                self.max_seq_len_cached = seq_len
-            if seq_len < self.trained and cached > self.trained:
-                self.current = None
-                self.max_seq_len_cached = self.trained
-            if self.current is not None:
-                return None, self.current, self.scaling
-        return "init", self.freq, self.scaling
-
-    def table(self, key: str, freq: NDArray[np.float64], scaling: float, need: int, layout: str,
-              dtype: torch.dtype, device: torch.device
-              ) -> Optional[tuple[torch.Tensor, torch.Tensor]]:
-        """The (cos, sin) table of a frequency set covering rows 0 .. need - 1 (grown
-        if it is shorter), or None where the table would pass its limit."""
-        index = (key, device, dtype)
-        tables = self.tables.get(index)
-        if tables is not None and tables[0].shape[0] >= need:
-            self.tables.move_to_end(index)
-            return tables
-        width = 2 * len(freq)
-        row_bytes = 2 * width * dtype.itemsize
-        limit = max(2 * (self.trained or 0), TABLE_BYTES // row_bytes)
-        if key == "init" and self.rope_type in ("longrope", "dynamic"):
-            # the first set serves positions below the length it switches at
-            limit = (self.original if self.rope_type == "longrope" else self.trained) or limit
-        if need > limit:
-            return None
-        rows = max(need, self.trained or 0, 2 * (tables[0].shape[0] if tables else 0))
-        rows = min(rows, limit)
-        with torch.inference_mode(False):  # an ordinary tensor, usable in any mode
-            made = rope_cache(rows, width, freq=freq, scale=scaling, layout=layout,
-                              dtype=dtype, device=device)
-        self.tables[index] = made
-        self.tables.move_to_end(index)
-        while len(self.tables) > TABLES_KEPT:
-            self.tables.popitem(last=False)
-        return made
+def _sinpes_frequencies(config: Any, types: list[Optional[str]]
+                        ) -> dict[Optional[str], Frequencies]:
+    """sinpe's frequencies of each layer type as transformers' module starts: its
+    checks of every key and value, with its messages, before transformers' code runs."""
+    return {t: rope_frequencies(None, config, layer_type=t) for t in types}
 
 
-# -- transformers (imported when needed) --------------------------------------------------
+def _held_types(config: Any, hf: nn.Module, layer_type: Optional[str],
+                types: list[Optional[str]]) -> list[Optional[str]]:
+    """``types`` restricted to the layer types the family's module holds rope for (LFM3's
+    module: those of the config's ``layer_types``, not every key of its rope_parameters)."""
+    held = _family.layer_types(hf)
+    if held is None or types == [None]:
+        return types
+    name = type(hf).__name__
+    if layer_type is not None and layer_type not in held:
+        raise ValueError(f"layer_type={layer_type!r}: transformers' {name} holds rope for the "
+                         f"layer types {held} only (those of the config's layer_types)")
+    served: list[Optional[str]] = [t for t in types if t in held]
+    if not served:
+        used = sorted(set(getattr(config, "layer_types", None) or []))
+        raise ValueError(f"config ({type(config).__name__}): its layer_types {used} use none of "
+                         f"the layer types of its rope_parameters ({types}), so transformers' "
+                         f"{name} holds no rope: nothing to stand in for")
+    return served
 
 
-def _family_module(config: Any) -> Optional[nn.Module]:
-    """A new instance of the rotary module of the model family that ``config``
-    configures (its ``modeling_*`` module's ``*RotaryEmbedding`` class that computes
-    default frequencies, vision ones left out), or None without transformers or
-    without such a class."""
-    name = type(config).__module__
-    if not name.startswith("transformers.models.") or ".configuration_" not in name:
-        return None
+def _rotary(config: Any, hf: Optional[nn.Module], own: Optional[nn.Module], frequencies: str,
+            layer_type: Optional[str], exact: Frequencies) -> _Rotary:
+    """One layer type's rope: the model's frequencies (``own``'s float32 ones, else the
+    family module's, else transformers' function's; without transformers sinpe's
+    rounded to float32) and the switches of the module's rope type."""
+    params = (config.rope_parameters if layer_type is None
+              else config.rope_parameters[layer_type])
+    kind = params.get("rope_type", params.get("type", "default"))
+    if hf is None:
+        model = exact[0].astype(np.float32).astype(np.float64), exact[1]
+        return _Rotary(config, layer_type, frequencies, kind, exact, model, None)
+    kind = _family.rope_type(hf, layer_type) or kind
+    hf_frequencies = functools.partial(_family.hf_frequencies, hf, config, kind, layer_type)
+    model = ((own is not None and _family.own_frequencies(own, layer_type))
+             or _family.own_frequencies(hf, layer_type) or hf_frequencies(None))
+    return _Rotary(config, layer_type, frequencies, kind, exact, model, hf_frequencies)
+
+
+def _module_sections(hf: nn.Module, width: int, form: str, layer_type: Optional[str]
+                     ) -> tuple[Optional[tuple[int, ...]], Optional[str]]:
+    """The family module's sections (multi-axis RoPE) of a layer type, found by calling
+    it; its failures a ValueError naming it."""
+    section = getattr(hf, "mrope_section", None)
+    if section is None or (isinstance(section, dict) and section.get(layer_type) is None):
+        return None, None
+    if form not in ("concatenated", "interleaved"):
+        raise ValueError(f"transformers' {type(hf).__name__} returns multi-axis caches in the "
+                         f"{form!r} form: sinpe cannot stand in for it")
     try:
-        modeling = importlib.import_module(name.replace(".configuration_", ".modeling_"))
-    except ImportError:
-        return None
-    for attribute, value in vars(modeling).items():
-        if (attribute.endswith("RotaryEmbedding") and "Vision" not in attribute
-                and isinstance(value, type) and issubclass(value, nn.Module)
-                and value.__module__ == modeling.__name__
-                and hasattr(value, "compute_default_rope_parameters")):
-            try:
-                module: nn.Module = value(config)
-            except (TypeError, KeyError, AttributeError, ValueError):
-                continue  # another class of the file (a text config for a vision one, ...)
-            return module
-    return None
+        return _vl.module_sections(hf, width, form, layer_type)
+    except ValueError:
+        raise
+    except Exception as exc:
+        raise ValueError(f"transformers' {type(hf).__name__} fails on multi-axis position_ids "
+                         f"with this config (rope_parameters['mrope_section']="
+                         f"{getattr(hf, 'mrope_section', None)}): {exc!r}") from exc
 
-
-def _hf_frequencies(hf: nn.Module, config: Any, rope_type: str, layer_type: Optional[str],
-                    seq_len: Optional[float]) -> tuple[NDArray[np.float64], float]:
-    """transformers' own frequencies (float32, as float64) and attention factor, by
-    the function its module calls: ROPE_INIT_FUNCTIONS, or the family's
-    compute_default_rope_parameters; seq_len as its dynamic_rope_update passes it
-    (a tensor)."""
-    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-
-    function: Any = (getattr(type(hf), "compute_default_rope_parameters", None)
-                     if rope_type == "default" else ROPE_INIT_FUNCTIONS.get(rope_type))
-    if function is None:
-        raise ValueError(f"rope_type {rope_type!r}: {type(hf).__name__} has no "
-                         "compute_default_rope_parameters" if rope_type == "default" else
-                         f"rope_type {rope_type!r} is not one transformers knows")
-    kwargs: dict[str, Any] = {} if layer_type is None else {"layer_type": layer_type}
-    if seq_len is not None and rope_type != "default":
-        kwargs["seq_len"] = torch.tensor(seq_len) if rope_type == "dynamic" else seq_len
-    inv_freq, scaling = function(config, **kwargs)
-    return inv_freq.detach().to("cpu", torch.float64).numpy(), float(scaling)
-
-
-def _probe(hf: nn.Module, layer_type: Optional[str]) -> tuple[Optional[str], Optional[torch.dtype]]:
-    """The layout and fixed output dtype of a transformers rotary module's forward,
-    seen on positions 0..3 of a float64 x: ("interleaved" when each pair of
-    columns repeats a value, else "concatenated"; None when it returns x's dtype)."""
-    x = torch.zeros(1, dtype=torch.float64)
-    position_ids = torch.arange(4)[None]
-    args = (x, position_ids) if layer_type is None else (x, position_ids, layer_type)
-    with torch.no_grad():
-        result = hf(*args)
-    if not (isinstance(result, tuple) and len(result) == 2
-            and all(isinstance(t, torch.Tensor) and t.dim() == 3 for t in result)):
-        raise ValueError(f"{type(hf).__name__}'s forward does not return (cos, sin) of shape "
-                         "position_ids.shape + (rotary_dim,): sinpe cannot stand in for it")
-    cos = result[0][0, 1].double()
-    half = cos.shape[-1] // 2
-    interleaved = bool(torch.equal(cos[0::2], cos[1::2])) and not bool(
-        torch.equal(cos[:half], cos[half:]))
-    fixed = None if result[0].dtype is torch.float64 else result[0].dtype
-    return ("interleaved" if interleaved else "concatenated"), fixed
