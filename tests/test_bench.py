@@ -13,6 +13,7 @@ import pytest
 
 import sinpe
 import sinpe.bench as bench
+import sinpe.bench._long_context as bench_long
 import sinpe.bench._machine as machine
 import sinpe.bench._main as bench_main
 import sinpe.bench._rope as bench_rope
@@ -53,6 +54,9 @@ def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsy
                                                                            "theirs": 1e-3})
     monkeypatch.setattr(bench_rotary, "first_call",  # (a new process each: one test below)
                         lambda which, length: {"built": 1e-3, "first": 1e-4, "peak": 2**28})
+    monkeypatch.setattr(bench_long, "patch_cost",  # (a new process: one test below)
+                        lambda: {"seconds": 0.5, "added_mib": 10.0, "model_mib": 400.0})
+    monkeypatch.setattr(bench_long, "far_decoding", lambda: {"steps": 32, "same": 32})
     assert bench.main(["--rope", "--quick"]) == 0
     out = capsys.readouterr().out
     threads = sorted({1, sinpe.get_num_threads()})
@@ -71,6 +75,9 @@ def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsy
                 assert out.count(f"{label} {dtype} ") == len(threads), (label, out)
         for length in bench_rotary.FIRST_CALL_LENGTHS:
             assert out.count(f"\n{length:,} ") == 1, (length, out)
+        assert "patch at max_position_embeddings 10,485,760 (heads of 128): time" in out
+        assert "0.50 s (target 2 s)" in out
+        assert "32/32 tokens as the full forward's" in out
     sections = out.split("multi-axis RoPE")[1]
     for shape, dtype in bench_sections.SECTION_CASES:
         assert sections.count(f"rope_ {tuple(shape)} {dtype} ") == len(threads), (shape, out)
@@ -102,6 +109,23 @@ def test_the_first_call_case_reports_its_numbers(torch, monkeypatch, capsys):
         case = json.loads(capsys.readouterr().out.splitlines()[-1])
         assert set(case) == {"built", "first", "peak"} and case["first"] > 0, case
         assert case["peak"] is None or case["peak"] > 2**20
+
+
+@pytest.mark.needs("transformers")
+def test_patch_at_ten_million_positions_reports_its_cost(torch, monkeypatch, capsys):
+    """The long-context rows' patch case, which the bench runs in a new Python: here in
+    this one; patch's checks use small tables, whatever max_position_embeddings says."""
+    code = bench_long._PATCH.format(config=json.dumps(bench_long.SCOUT))
+    exec(compile(code, "<patch at 10M>", "exec"), {"__name__": "__main__"})
+    case = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert set(case) == {"seconds", "added_mib", "model_mib"} and case["seconds"] > 0
+
+
+@pytest.mark.needs("transformers")
+def test_greedy_decoding_near_ten_million_gives_the_full_forwards_tokens(torch):
+    """32 decoding steps with a KV cache near position 10**7, patched: each token is the
+    one the full forward over the whole sequence picks at that step."""
+    assert bench_long.far_decoding() == {"steps": 32, "same": 32}
 
 
 # rope_ cases of the --rope section that are also timed in alternation with torch's op

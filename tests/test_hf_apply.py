@@ -24,6 +24,7 @@ from conftest import bits, count_kernel_rotations, require_module, require_torch
 torch = require_torch()
 import sinpe.torch as st  # noqa: E402
 import sinpe.torch._tensors as tensors  # noqa: E402
+import sinpe.torch.hf._checks as checks  # noqa: E402
 import sinpe.torch.hf._forms as forms  # noqa: E402
 
 
@@ -74,28 +75,47 @@ def random_caches(shape, rng, dtype):
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.float64]
 
-# (family, HF function name, sinpe's form, caches narrower than the head allowed)
+FORM = {form.name: form.function for form in forms.FORMS}
+
+# (family, HF function name, sinpe's form, the caches' width as a fraction of the head:
+# 1 (all features rotate), 2 (half as wide: partial rotary, or the frequencies once))
 FORMS = [
-    *[(family, "apply_rotary_pos_emb", forms.llama, False)
+    *[(family, "apply_rotary_pos_emb", "llama", (1,))
       for family in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi",
-                     "deepseek_v3")],
-    ("gpt_neox", "apply_rotary_pos_emb", forms.neox, True),
-    ("phi3", "apply_rotary_pos_emb", forms.neox, True),
-    ("olmo", "apply_rotary_pos_emb", forms.cast_back, False),
-    ("cohere", "apply_rotary_pos_emb", forms.cohere, False),
-    ("glm", "apply_rotary_pos_emb", forms.glm, True),
-    ("deepseek_v3", "apply_rotary_pos_emb_interleave", forms.deepseek_interleave, False),
+                     "deepseek_v3", "starcoder2", "mixtral", "granite", "qwen2_moe")],
+    ("gpt_neox", "apply_rotary_pos_emb", "neox", (1, 2)),
+    ("phi3", "apply_rotary_pos_emb", "neox", (1, 2)),
+    ("olmo", "apply_rotary_pos_emb", "cast_back", (1,)),
+    ("cohere", "apply_rotary_pos_emb", "interleaved_float", (1,)),
+    ("esm", "apply_rotary_pos_emb", "float_then_cast", (1,)),
+    ("modernbert", "apply_rotary_pos_emb", "float_then_cast", (1,)),
+    ("hunyuan_vl", "apply_rotary_pos_emb", "all_float_then_cast", (1,)),
+    ("glm", "apply_rotary_pos_emb", "pairwise_partial", (1, 2)),
+    ("helium", "apply_rotary_pos_emb", "pairwise", (1,)),
+    ("ernie4_5", "apply_rotary_pos_emb", "pairwise_float", (1,)),
+    ("gpt_oss", "apply_rotary_pos_emb", "half_width", (2,)),
+    ("openai_privacy_filter", "apply_rotary_pos_emb", "half_width_interleaved", (2,)),
+    ("blt", "apply_rotary_pos_emb", "interleaved", (1,)),
+    ("deepseek_v3", "apply_rotary_pos_emb_interleave", "deinterleave", (1,)),
+    ("qwen2_vl", "apply_rotary_pos_emb_vision", "vision", (1,)),
 ]
 
 
-@pytest.mark.parametrize("family, name, form, partial", FORMS,
+@pytest.mark.parametrize("family, name, form_name, widths", FORMS,
                          ids=[f"{f}.{n}" for f, n, _, _ in FORMS])
-def test_each_form_gives_its_familys_result(family, name, form, partial, path):
+def test_each_form_gives_its_familys_result(family, name, form_name, widths, path):
+    """sinpe.torch.patch recognises the family's function as this form, and on random
+    layouts, dtypes and shapes (not patch's probes) the form (``adapted`` to the
+    function's signature) gives its result."""
     hf = getattr(modeling(family), name)
+    assert checks.recognise_function(hf, torch.device("cpu")).form.name == form_name
+    form = checks.adapted(FORM[form_name], hf)
+    assert form is not None
+    vision = name.endswith("vision")
     rng = random.Random(f"{family}.{name}")
     for _ in range(24):
         head = rng.choice([8, 16])
-        width = rng.choice([head, head // 2]) if partial else head
+        width = head // rng.choice(widths)
         batch, length, heads = rng.choice([1, 2]), rng.choice([1, 3]), rng.choice([1, 3])
         dtype, cache_dtype = rng.choice(DTYPES), rng.choice(DTYPES)
         unsqueeze_dim = rng.choice([1, 2])  # (B, H, L, D) or (B, L, H, D)
@@ -106,8 +126,13 @@ def test_each_form_gives_its_familys_result(family, name, form, partial, path):
         q, k = random_layout(q_shape, rng, dtype), random_layout(k_shape, rng, dtype)
         cos = random_caches([batch, length, width], rng, cache_dtype)
         sin = random_caches([batch, length, width], rng, cache_dtype)
-        want = hf(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
-        got = form(q, k, cos, sin, unsqueeze_dim=unsqueeze_dim)
+        if vision:  # (N, H, D) patches, (N, r) caches
+            q, k, cos, sin = q[0], k[0], cos[0], sin[0]
+            kwargs = {}
+        else:
+            kwargs = {"unsqueeze_dim": unsqueeze_dim}
+        want = hf(q, k, cos, sin, **kwargs)
+        got = form(q, k, cos, sin, **kwargs)
         assert same(got, want), (q.shape, q.stride(), k.shape, k.stride(), width, dtype,
                                  cache_dtype, unsqueeze_dim)
 
@@ -127,7 +152,7 @@ def test_gptj_form_gives_its_familys_result(family, path):
         tensor = random_layout([batch, length, heads, head], rng, dtype)[..., :width]
         sincos = random_caches([batch, length, width], rng, cache_dtype)
         sin, cos = torch.split(sincos, width // 2, dim=-1)
-        assert same(forms.gptj(tensor, sin, cos), hf(tensor, sin, cos)), (
+        assert same(FORM["gptj"](tensor, sin, cos), hf(tensor, sin, cos)), (
             tensor.shape, tensor.stride(), dtype, cache_dtype)
 
 
@@ -188,14 +213,18 @@ def test_apply_rotary_pos_emb_partial_and_mixed_dtypes_are_differentiable():
 
 
 KERNEL_CASES = [
-    ("llama", lambda q, k, c, s: forms.llama(q, k, c, s), 16),
-    ("neox", lambda q, k, c, s: forms.neox(q, k, c, s), 8),
-    ("cast_back", lambda q, k, c, s: forms.cast_back(q, k, c.float(), s.float()), 16),
-    ("cohere", lambda q, k, c, s: forms.cohere(q, k, c, s), 16),
-    ("glm", lambda q, k, c, s: forms.glm(q, k, c, s), 8),
-    ("deepseek_interleave", lambda q, k, c, s: forms.deepseek_interleave(q, k, c, s), 16),
-    ("gptj", lambda q, k, c, s: (forms.gptj(q.transpose(1, 2)[..., :8], s[..., :4],
-                                            c[..., :4]),), 8),
+    ("llama", lambda q, k, c, s: FORM["llama"](q, k, c, s), 16),
+    ("neox", lambda q, k, c, s: FORM["neox"](q, k, c, s), 8),
+    ("cast_back", lambda q, k, c, s: FORM["cast_back"](q, k, c.float(), s.float()), 16),
+    ("interleaved_float", lambda q, k, c, s: FORM["interleaved_float"](q, k, c, s), 16),
+    ("float_then_cast", lambda q, k, c, s: FORM["float_then_cast"](q, k, c, s), 16),
+    ("pairwise_partial", lambda q, k, c, s: FORM["pairwise_partial"](q, k, c, s), 8),
+    ("pairwise", lambda q, k, c, s: FORM["pairwise"](q, k, c, s), 16),
+    ("half_width", lambda q, k, c, s: FORM["half_width"](q, k, c, s), 8),
+    ("deinterleave", lambda q, k, c, s: FORM["deinterleave"](q, k, c, s), 16),
+    ("single", lambda q, k, c, s: (FORM["single"](q, c, s),), 16),
+    ("gptj", lambda q, k, c, s: (FORM["gptj"](q.transpose(1, 2)[..., :8], s[..., :4],
+                                              c[..., :4]),), 8),
 ]
 
 

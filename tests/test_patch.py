@@ -22,9 +22,10 @@ bfloat16 for OLMo), on 40 tokens:
     two computations, plus the floor (for dynamic and longrope HF's caches change
     with the length by design: the gap is HF's, and sinpe must follow it).
 (c) undo() gives back HF's logits bit for bit, and the apply globals.
-(d) refusals: a family whose apply function sinpe does not reproduce (a form
-    swapped in by the test), an unknown family, a model without rotary
-    embeddings, a second patch, bad arguments: each raises, and nothing changed.
+(d) an apply function is recognised by what it does (Cohere's in Llama's place), one
+    that no form reproduces stays HF's; refusals: caches sinpe cannot make, a model
+    without rotary embeddings or on the meta device, a second patch, bad arguments:
+    each raises, and nothing changed.  Copies and pickles carry no patch.
 And: an unpatched model of a patched family keeps its bits (the globals are
 shared); model.to(dtype) between patch and undo; the context manager; sinpe.torch
 does not import transformers; on the CPU, sinpe's kernel rotates every query and key
@@ -33,6 +34,7 @@ of a patched model (prefill and decoding step).
 from __future__ import annotations
 
 import copy
+import io
 import subprocess
 import sys
 
@@ -261,24 +263,82 @@ def test_an_unpatched_model_of_the_family_keeps_its_bits(llama_pair):
         assert same(patched(ids).logits, before)
 
 
-def test_refuses_an_apply_function_it_does_not_reproduce(llama_pair, monkeypatch):
-    """Llama's global replaced by Cohere's (interleaved pairs, same signature): sinpe's
-    Llama form gives other results, patch names the family and the function, and
-    changes nothing."""
-    (model, _), ids, (before, _) = llama_pair
+def test_an_apply_function_is_recognised_by_what_it_does(llama_pair, monkeypatch):
+    """Llama's global replaced by Cohere's (interleaved pairs in float32, the same
+    signature): patch recognises Cohere's form, not Llama's, and the model gives Cohere's
+    function's result with sinpe's caches, bit for bit."""
+    (model, _), ids, _ = llama_pair
     llama = require_module("transformers.models.llama.modeling_llama")
     cohere = require_module("transformers.models.cohere.modeling_cohere")
     monkeypatch.setattr(llama, "apply_rotary_pos_emb", cohere.apply_rotary_pos_emb)
-    with pytest.raises(ValueError, match=r"refuses the llama family: "
-                       r"transformers\.models\.llama\.modeling_llama\.apply_rotary_pos_emb"
-                       r".*not changed"):
-        st.patch(model)
-    assert llama.apply_rotary_pos_emb is cohere.apply_rotary_pos_emb
-    assert "forward" not in vars(model.model.rotary_emb)
+    with torch.no_grad():
+        with st.patch(model) as handle:
+            patched = model(ids).logits
+            cos, sin = model.model.rotary_emb(torch.zeros(1, dtype=torch.float32),
+                                              torch.arange(ids.shape[1])[None])
+        assert handle.forms == {
+            "transformers.models.llama.modeling_llama.apply_rotary_pos_emb": "interleaved_float"}
+        assert llama.apply_rotary_pos_emb is cohere.apply_rotary_pos_emb  # put back
+        rotary = model.model.rotary_emb  # HF's function, sinpe's caches: the same bits
+        monkeypatch.setattr(rotary, "forward", lambda x, position_ids: (cos, sin))
+        assert same(model(ids).logits, patched)
+
+
+def test_keeps_an_apply_function_it_does_not_reproduce(llama_pair, monkeypatch):
+    """A function no form gives the result of stays transformers' own (the handle says
+    so); the model's caches are sinpe's all the same."""
+    (model, _), ids, (before, _) = llama_pair
+    llama = require_module("transformers.models.llama.modeling_llama")
+
+    def halves(q, k, cos, sin, unsqueeze_dim=1):  # not RoPE: no form reproduces it
+        cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+        return q * cos, k * sin
+
+    halves.__module__ = llama.__name__  # as if transformers' own
+    monkeypatch.setattr(llama, "apply_rotary_pos_emb", halves)
+    with torch.no_grad(), st.patch(model) as handle:
+        assert llama.apply_rotary_pos_emb is halves
+        assert handle.functions == [] and handle.rotary == ["model.rotary_emb"]
+        qualname = "transformers.models.llama.modeling_llama.apply_rotary_pos_emb"
+        assert "no form of sinpe gives its result" in handle.kept[qualname]
     monkeypatch.undo()
     with torch.no_grad():
         assert same(model(ids).logits, before)
-    st.patch(model).undo()  # nothing was left half-patched
+
+
+def test_frequencies_changed_after_loading_are_the_models(llama_pair):
+    """The model's rotary module no longer gives what its config says (its frequencies
+    scaled after loading).  sinpe's rotary module, made from the config, cannot stand for
+    it; the module's own forward in double precision does (its frequencies, the angles
+    exact), and patch uses that.  With frequencies="exact" (the config's, in double)
+    nothing can: patch refuses, naming the module and what differed, nothing changed."""
+    (model, _), ids, (before, _) = llama_pair
+    rotary = model.model.rotary_emb
+    saved = rotary.inv_freq.clone()
+    positions = torch.arange(2**17, 2**17 + 40)[None]
+    x = torch.zeros(1, dtype=torch.float32)
+    try:
+        rotary.inv_freq.mul_(1.5)
+        with torch.no_grad():
+            hf_cos, _ = rotary(x, positions)
+            with st.patch(model):
+                cos, _ = rotary(x, positions)
+            hf_changed = model(ids).logits
+        angles = positions[..., None].double() * rotary.inv_freq.double()
+        exact = torch.cat((angles, angles), dim=-1).cos()
+        assert gap(cos, exact) <= 2.0**-24  # rounded once
+        assert gap(hf_cos, exact) > 1e-4  # HF's float32 angles at 2**17
+        with pytest.raises(ValueError, match=r"refuses the llama family: the rotary module "
+                           r"model\.rotary_emb \(LlamaRotaryEmbedding\) \(as the model holds "
+                           r"it.*not changed"):
+            st.patch(model, frequencies="exact")
+        assert "forward" not in vars(rotary)
+        with torch.no_grad():
+            assert same(model(ids).logits, hf_changed)
+    finally:
+        rotary.inv_freq.copy_(saved)
+    with torch.no_grad():
+        assert same(model(ids).logits, before)
 
 
 def test_refuses_a_second_patch_until_undone(llama_pair):
@@ -306,19 +366,20 @@ def test_bad_arguments_raise_before_anything_changes(llama_pair):
     assert "forward" not in vars(model.model.rotary_emb)
 
 
-def test_refuses_models_without_rotary_embeddings_or_of_unknown_families():
+def test_refuses_models_without_rotary_embeddings():
     torch.manual_seed(0)
     gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config(
         **TOKENS, n_embd=32, n_layer=1, n_head=2, n_positions=32))
     with pytest.raises(ValueError, match="has no rotary position embedding"):
         st.patch(gpt2)
-    starcoder2 = transformers.Starcoder2ForCausalLM(transformers.Starcoder2Config(**DECODER))
-    llama = require_module("transformers.models.llama.modeling_llama")
-    hf_apply = llama.apply_rotary_pos_emb
-    with pytest.raises(ValueError, match=r"does not know .* starcoder2 \(Starcoder2RotaryEmb"):
-        st.patch(starcoder2)
-    assert "forward" not in vars(starcoder2.model.rotary_emb)
-    assert llama.apply_rotary_pos_emb is hf_apply
+
+
+def test_refuses_a_model_on_the_meta_device():
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**DECODER))
+    with pytest.raises(ValueError, match="meta device"):
+        st.patch(model)
+    assert "forward" not in vars(model.model.rotary_emb)
 
 
 def test_undo_after_model_to_follows_the_models_dtype():
@@ -358,13 +419,28 @@ def test_exact_frequencies_reach_the_rotary_module(llama_pair):
         assert same(model(ids).logits, before)
 
 
-def test_a_patched_model_can_be_copied(llama_pair):
-    """copy.deepcopy of a patched model (its rotary module's forward is sinpe's module's,
-    whose lock each copy makes anew) gives a model with the patched logits."""
-    (model, _), ids, _ = llama_pair
-    with torch.no_grad(), st.patch(model):
-        twin = copy.deepcopy(model)
-        assert same(twin(ids).logits, model(ids).logits)
+@pytest.mark.parametrize("name", ["llama", "gptj"])
+def test_copies_and_pickles_of_a_patched_model_carry_no_patch(name, one_thread):
+    """copy.deepcopy and pickle (torch.save) of a patched model give HF's model: its
+    rotary modules' forward (GPT-J: its sin/cos tables) HF's own, the logits HF's bits;
+    patching the copy and undoing that patch also give them back."""
+    model = build(name)
+    ids = torch.randint(3, VOCAB, (1, 40), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        before = model(ids).logits
+        with st.patch(model):
+            patched = model(ids).logits
+            twin = copy.deepcopy(model)
+            buffer = io.BytesIO()
+            torch.save(model, buffer)
+            buffer.seek(0)
+            loaded = torch.load(buffer, weights_only=False)
+            assert not same(patched, before)
+            for copied in (twin, loaded):
+                assert same(copied(ids).logits, before)
+                with st.patch(copied):
+                    assert same(copied(ids).logits, patched)
+                assert same(copied(ids).logits, before)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -262,23 +262,31 @@ def test_decoding_with_a_kv_cache_gives_the_full_forwards_logits(family):
     assert patched_gap <= 2 * hf_gap + floor(patched_full, torch.float32), (patched_gap, hf_gap)
 
 
-def test_refuses_caches_of_other_sections(monkeypatch):
-    """sinpe's module made with Qwen2-VL's contiguous rule for Qwen3-VL's interleaved
-    module: the check at (3, B, L) positions whose rows differ refuses it."""
+def test_caches_of_other_sections_fail_the_check(monkeypatch):
+    """sinpe's rotary module made with Qwen2-VL's contiguous rule for Qwen3-VL's
+    interleaved module: the check at (3, B, L) positions whose rows differ rejects it, and
+    patch serves the module by its own forward in double precision instead, whose caches
+    are the module's within the rounding of HF's float32 angles."""
     from sinpe.torch import _multi_axis
+    from sinpe.torch.hf._double import DoubleForward
 
     model = build("qwen3_vl")
+    rotary = model.model.language_model.rotary_emb
     found = _multi_axis.module_sections
     monkeypatch.setattr(_multi_axis, "module_sections",
                         lambda *args: (found(*args)[0], "contiguous"))
-    # (RotaryEmbedding.from_module's own check refuses it first, naming the module)
-    with pytest.raises(ValueError, match=r"refuses the qwen3_vl family: the rotary module "
-                       r"model\.language_model\.rotary_emb .*not changed|cannot stand in for "
-                       r"transformers' Qwen3VLTextRotaryEmbedding: it gives cos"):
-        st.patch(model)
-    assert "forward" not in vars(model.model.language_model.rotary_emb)
-    assert "forward" not in vars(model.model.visual.rotary_pos_emb)
-    assert modeling("qwen3_vl").apply_rotary_pos_emb.__module__.startswith("transformers.")
+    positions = torch.stack([torch.arange(30), torch.arange(30) // 3, torch.arange(30) % 5])
+    positions = positions[:, None].expand(3, 2, 30)
+    x = torch.zeros(1)
+    with torch.no_grad():
+        want = rotary(x, positions)
+        with st.patch(model) as handle:
+            assert isinstance(vars(rotary)["forward"].call, DoubleForward)
+            got = rotary(x, positions)
+    assert "model.language_model.rotary_emb" in handle.rotary
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        assert float((g - w).abs().max()) <= 30 * 2.0**-24 + 2.0**-22
 
 
 def test_a_bfloat16_model_patches_and_undo_gives_back_its_bits():
@@ -294,10 +302,10 @@ def test_a_bfloat16_model_patches_and_undo_gives_back_its_bits():
     assert same(after, before)
 
 
-def test_refuses_a_vision_apply_function_it_does_not_reproduce(monkeypatch):
+def test_keeps_a_vision_apply_function_it_does_not_reproduce(monkeypatch):
     """qwen2_vl's vision function replaced by one computing in the input's dtype (no
-    float32 round trip): sinpe's vision form gives other bits for bfloat16 inputs, patch
-    names the family and the function, and changes nothing."""
+    float32 round trip): no form of sinpe gives its bits for bfloat16 inputs, so it stays
+    (the handle says why) while both rotary modules give sinpe's caches."""
     model = build("qwen2_vl").to(torch.bfloat16)
     source = modeling("qwen2_vl")
     llama_apply = source.apply_rotary_pos_emb
@@ -305,14 +313,17 @@ def test_refuses_a_vision_apply_function_it_does_not_reproduce(monkeypatch):
     def in_input_dtype(q, k, cos, sin):
         return llama_apply(q, k, cos.to(q.dtype), sin.to(q.dtype), unsqueeze_dim=-2)
 
+    in_input_dtype.__module__ = source.__name__  # as if transformers' own
     monkeypatch.setattr(source, "apply_rotary_pos_emb_vision", in_input_dtype)
-    with pytest.raises(ValueError, match=r"refuses the qwen2_vl family: transformers\.models\."
-                       r"qwen2_vl\.modeling_qwen2_vl\.apply_rotary_pos_emb_vision .*not changed"):
-        st.patch(model)
-    assert source.apply_rotary_pos_emb_vision is in_input_dtype
+    qualname = "transformers.models.qwen2_vl.modeling_qwen2_vl.apply_rotary_pos_emb_vision"
+    with st.patch(model) as handle:
+        assert source.apply_rotary_pos_emb_vision is in_input_dtype
+        assert "no form of sinpe gives its result" in handle.kept[qualname]
+        assert qualname not in handle.functions
+        assert sorted(handle.rotary) == ["model.language_model.rotary_emb",
+                                         "model.visual.rotary_pos_emb"]
     assert source.apply_rotary_pos_emb is llama_apply
     assert "forward" not in vars(model.model.language_model.rotary_emb)
-    assert "forward" not in vars(model.model.visual.rotary_pos_emb)
 
 
 def test_refuses_a_second_patch_until_undone():

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import sinpe
 from sinpe.bench._decode import decode_cases, print_decode
 from sinpe.bench._hot import ADD_SHAPES, hot_path_cases, print_hot_path
+from sinpe.bench._long_context import long_context_cases, print_long_context
 from sinpe.bench._machine import _header, _load_average, _print_cpu, _print_versions
 from sinpe.bench._patch import patched_model_cases, print_patched
 from sinpe.bench._pool import (add_pairs, alternation_cases, neighbour_cases,
@@ -84,6 +85,7 @@ def _run(args: argparse.Namespace) -> int:
         modules = rotary_module_cases(args.quick, blocks_in_turn)
         first_calls = first_call_cases()
         models = patched_model_cases(args.quick, blocks_in_turn)
+        long_context = long_context_cases()
         header = _header(args, load_before, str(torch.__version__), "1 and all")
         _print_rope(results, header, sys.stdout)
         print_alternation(shared, "t.mul_(1.0)", sys.stdout)
@@ -92,11 +94,13 @@ def _run(args: argparse.Namespace) -> int:
         print_rotary_module(modules, sys.stdout)
         print_first_calls(first_calls, sys.stdout)
         print_patched(models, sys.stdout)
+        print_long_context(long_context, sys.stdout)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"header": header, "results": results, "alternated": shared,
                            "decoding_steps": steps, "sections": sections, "rotary_module": modules,
-                           "first_calls": first_calls, "models": models}, f,
+                           "first_calls": first_calls, "models": models,
+                           "long_context": long_context}, f,
                           indent=2)
         return 0
     if args.variants:

@@ -233,9 +233,15 @@ def check_caches(hf: nn.Module, serve: Callable[[torch.Tensor, torch.Tensor, Opt
             raise ValueError(f"{what} has no {prefix}inv_freq and {prefix}attention_scaling to "
                              "check sinpe's caches against: sinpe cannot stand in for it")
         count = unswitched_positions(hf, layer_type)
-        for positions, largest in check_positions(hf, count, device):
+        for positions, largest, required in check_positions(hf, count, device):
             for dtype in (torch.float32, torch.bfloat16):
                 x = torch.zeros((*largest.shape, 8), dtype=dtype, device=device)
+                if not required:
+                    try:
+                        with torch.no_grad():
+                            hf(x, positions, *(() if layer_type is None else (layer_type,)))
+                    except Exception:  # noqa: BLE001 - the module takes no such positions
+                        break
                 want = call(hf, x, positions, layer_type)
                 why = caches_differ(serve(x, positions, layer_type), want, largest, inv_freq,
                                     float(scaling))

@@ -34,7 +34,7 @@ from sinpe.torch._rotary_tables import (
     empty_caches,
     lookup,
 )
-from sinpe.torch._tensors import _DTYPES, _SUPPORTED, _check_dtype, _device
+from sinpe.torch._tensors import _DTYPES, _SUPPORTED, _check_dtype, _device, _one_torch_thread
 from sinpe.torch._verify import FORMS
 
 __all__ = ["RotaryEmbedding"]
@@ -235,7 +235,9 @@ class RotaryEmbedding(nn.Module):
                                  f"{rotary.sections}) come concatenated or interleaved")
         self.sections, self.sections_layout = first.sections, first.sections_layout
         if hf is not None:  # sinpe's caches of the model's frequencies against the module's
-            _family.check_caches(hf, functools.partial(self._model_caches, form, fixed), types)
+            with _one_torch_thread():
+                _family.check_caches(hf, functools.partial(self._model_caches, form, fixed),
+                                     types)
             if frequencies == "exact":
                 for t, rotary in self._rotaries.items():
                     _family.check_exact(hf, config, t, rotary.freq, rotary.model[0])

@@ -90,9 +90,11 @@ def caches_differ(got: Any, want: Any, largest: torch.Tensor, inv_freq: torch.Te
 def unswitched_positions(module: nn.Module, layer_type: Optional[str]) -> int:
     """How many positions (from 0) a check may give a rotary module without making it
     switch its frequencies (dynamic: beyond ``max_position_embeddings``; longrope: beyond
-    ``original_max_position_embeddings``): a switch would change its state.  At most
+    ``original_max_position_embeddings``): a switch would change its state.  One short
+    of the switch, so that a copy of a module that dynamic rope has moved returns to its
+    first frequencies (transformers resets them below the trained length).  At most
     :data:`CHECKED_POSITIONS`."""
-    limits: list[Any] = [CHECKED_POSITIONS]
+    limits: list[Any] = [CHECKED_POSITIONS + 1]
     config = getattr(module, "config", None)
     limits.append(getattr(module, "original_max_seq_len", None)
                   or getattr(config, "max_position_embeddings", None) or CHECKED_POSITIONS)
@@ -106,25 +108,27 @@ def unswitched_positions(module: nn.Module, layer_type: Optional[str]) -> int:
             counts.append(int(limit))
         except (TypeError, ValueError, OverflowError):
             continue  # not a length: the others bound the check
-    return max(1, min(counts))
+    return max(1, min(counts) - 1)
 
 
 def check_positions(module: nn.Module, count: int, device: torch.device
-                    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+                    ) -> list[tuple[torch.Tensor, torch.Tensor, bool]]:
     """The position_ids a rotary module is checked on, each with the largest position of
-    each cache row: ``(B, L)`` (every module: two rows, one reversed); for a
-    vision-language text module (``mrope_section``) also ``(3, B, L)`` with different
-    time, height and width positions; for an axial vision module (rope type "axial")
-    only ``(N, 2)``, each patch's row and column."""
+    each cache row and whether the module must take them: ``(B, L)`` (every module: two
+    rows, one reversed), and ``(S, B, L)`` for S = 2 and 3 with rows that differ (the
+    time, height and width positions of vision-language models, or any other number of
+    axes a module takes: where the module takes them, sinpe's must give what it gives);
+    for an axial vision module (rope type "axial") only ``(N, 2)``, each patch's row and
+    column."""
     steps = torch.arange(count)
     if getattr(module, "rope_type", None) == "axial":
         patches = torch.stack([steps // 7, steps % 7 + steps // 5], dim=1).to(device)
-        return [(patches, patches.amax(-1))]
+        return [(patches, patches.amax(-1), True)]
     text = torch.stack([steps, steps.flip(0)]).to(device)
-    checks = [(text, text)]
-    if getattr(module, "mrope_section", None) is not None:
-        rows = torch.stack([text, text // 3 + 1, text.flip(-1) // 2 + 2])
-        checks.append((rows, rows.amax(0)))
+    checks = [(text, text, True)]
+    for rows in (torch.stack([text, text // 3 + 1]),
+                 torch.stack([text, text // 3 + 1, text.flip(-1) // 2 + 2])):
+        checks.append((rows, rows.amax(0), False))
     return checks
 
 

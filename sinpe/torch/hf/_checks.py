@@ -1,40 +1,49 @@
-"""The checks sinpe.torch.patch runs before it changes a model: never silently wrong.
+"""What sinpe.torch.patch verifies before it changes anything: never silently wrong.
 
-- An apply function: sinpe's replacement and the function in force, on random
-  inputs of the family's form (queries and keys laid out as attention modules make
-  them, a prefill and a decoding step, the model's dtype and float32 for tensors and
-  caches), give the same result: bits, dtype, shape, strides and device.
-- A rotary module: sinpe's forward and a new HF module of the same class and config
-  (as sinpe's starts: without the state dynamic rope keeps from the model's earlier
-  calls, with float32 frequencies where ``model.to(dtype)`` cast the model's) give
-  caches of the same shape, dtype and device, and values within the float32
-  rounding of HF's own angles, at positions short of any switch of dynamic or
-  longrope frequencies (which would move the state of sinpe's module).
-- GPT-J's sin/cos table: sinpe's has the old one's shape, dtype and device, and its
-  values within that rounding, row by row.
+- An apply function is recognised by what it does: it runs on every probe of
+  :mod:`sinpe.torch.hf._probes`, and the first form of
+  :data:`sinpe.torch.hf._forms.FORMS` that gives its result (bits, dtype, shape,
+  strides and device) on every probe it accepts stands in for it.  None: the
+  function stays transformers' own, and the reason says what differed.
+- A rotary module: sinpe's forward and a new module of the same class and config (as
+  sinpe's starts: without the state dynamic rope keeps from the model's earlier calls,
+  with float32 frequencies where ``model.to(dtype)`` cast the model's) give caches of
+  the same structure, shape, dtype and device, and values within the float32 rounding
+  of HF's own angles, at positions short of any switch of dynamic or longrope
+  frequencies (which would move the state of sinpe's module).
+- A table kept in an attention module (GPT-J's sin/cos ``embed_positions``): a 2-D
+  float buffer holding the values of such a table within that rounding.
 
-Each failure is a ValueError that names the family and what it could not reproduce.
+Each check returns the reason it failed ("" when it passed); :mod:`._patch` turns the
+reasons into the handle's report or the ValueError that refuses a model.
 """
 
+import copy
 import inspect
-from typing import Any, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
+import numpy as np
 import torch
 from torch import nn
 
-_NOT_CHANGED = "the model was not changed"
+import sinpe
+
+from sinpe.torch._verify import caches_differ, check_positions, tolerance, unswitched_positions
+from sinpe.torch.hf._double import caches_differ as double_differs
+from sinpe.torch.hf._forms import FORMS, Form
+from sinpe.torch.hf._probes import Probe, probes
+
+# parameters an apply function may take that no form needs: transformers passes them
+# and ignores them (``position_ids``), or collects anything (``**kwargs``)
+_IGNORED = ("position_ids",)
 
 
-def _refuse(family: str, what: str, why: str) -> ValueError:
-    return ValueError(f"sinpe.torch.patch refuses the {family} family: {what} {why}; "
-                      f"{_NOT_CHANGED}")
-
-
-def _same(got: Any, want: Any) -> bool:
+def same(got: Any, want: Any) -> bool:
     """Bits, dtype, shape, strides and device; tuples element by element."""
     if isinstance(want, (tuple, list)):
         return (type(got) is type(want) and len(got) == len(want)
-                and all(_same(g, w) for g, w in zip(got, want)))
+                and all(same(g, w) for g, w in zip(got, want)))
     if not isinstance(want, torch.Tensor) or not isinstance(got, torch.Tensor):
         return got is want
     if (got.dtype != want.dtype or got.shape != want.shape or got.device != want.device
@@ -46,170 +55,213 @@ def _same(got: Any, want: Any) -> bool:
     return torch.equal(got.view(width), want.view(width))
 
 
-def _probes(form: str, dtype: torch.dtype, device: torch.device
-            ) -> Iterator[tuple[Any, ...]]:
-    """Random arguments of a form's apply function, as a model's attention passes them."""
-    generator = torch.Generator().manual_seed(0)
+@dataclass
+class Recognised:
+    """An apply function and the form that stands in for it (None: no form does)."""
 
-    def randn(shape: tuple[int, ...], of: torch.dtype) -> torch.Tensor:
-        return torch.randn(shape, generator=generator).to(device=device, dtype=of)
+    form: Optional[Form]
+    replacement: Optional[Callable[..., Any]]
+    reason: str = ""
 
-    pairs = {(x, c) for x in (dtype, torch.float32) for c in (x, torch.float32)}
-    widths = (16, 8) if form in ("neox", "glm", "gptj") else (16,)
-    for x_dtype, cache_dtype in sorted(pairs, key=str):
-        if form == "vision":  # (N, H, D) views of the fused qkv projection, (N, D) caches
-            for patches in (7, 1):
-                qkv = randn((patches, 3, 3, 16), x_dtype).permute(1, 0, 2, 3).unbind(0)
-                caches = [randn((patches, 16), cache_dtype) for _ in range(2)]
-                yield (qkv[0], qkv[1], *caches)
+
+def recognise_function(original: Callable[..., Any], device: torch.device) -> Recognised:
+    """The first form that gives ``original``'s result on every probe it accepts."""
+    accepted: list[tuple[Probe, Any]] = []
+    with torch.no_grad():
+        for probe in probes(device):
+            try:
+                accepted.append((probe, original(*probe.args, **probe.kwargs)))
+            except Exception:  # the function does not take this kind of call
+                continue
+    if not accepted:
+        return Recognised(None, None, "takes none of the calls apply functions take")
+    reasons = []
+    for form in FORMS:
+        replacement = adapted(form.function, original)
+        if replacement is None:
             continue
-        for batch, length in ((2, 5), (1, 1)):  # a prefill, a decoding step
-            for width in widths:
-                caches = [randn((batch, length, width), cache_dtype) for _ in range(2)]
-                if form == "gptj":  # (B, L, H, r) slices of the heads, half-width caches
-                    tensor = randn((batch, length, 3, 16), x_dtype)[..., :width]
-                    sincos = randn((batch, length, width), cache_dtype)
-                    yield (tensor, *torch.split(sincos, width // 2, dim=-1))
-                    continue
-                q = randn((batch, length, 3, 16), x_dtype).transpose(1, 2)
-                k = randn((batch, length, 1, 16), x_dtype).transpose(1, 2)
-                yield (q, k, *caches)
+        why = _differs(replacement, accepted)
+        if not why:
+            return Recognised(form, replacement)
+        reasons.append(f"{form.name}: {why}")
+    return Recognised(None, None, "no form of sinpe gives its result ("
+                      + "; ".join(reasons[:3]) + (", ..." if len(reasons) > 3 else "") + ")")
 
 
-def check_function(family: str, qualname: str, original: Callable[..., Any],
-                   replacement: Callable[..., Any], form: str, dtype: torch.dtype,
-                   device: torch.device) -> None:
-    """ValueError unless ``replacement`` gives ``original``'s result on every probe."""
-    what = f"{qualname} ({form} form)"
-    for args in _probes(form, dtype, device):
-        try:
-            want = original(*args)
-        except Exception as exc:
-            raise _refuse(family, what, f"raised {exc!r} on a random input of that form") from exc
-        try:
-            got = replacement(*args)
-        except Exception as exc:
-            raise _refuse(family, what, f"cannot be reproduced by sinpe's {form} form "
-                          f"(it raised {exc!r})") from exc
-        if not _same(got, want):
-            shapes = ", ".join(f"{tuple(a.shape)} {a.dtype}" for a in args)
-            raise _refuse(family, what, f"gives another result than sinpe's {form} form on "
-                          f"a random input ({shapes})")
+def _differs(replacement: Callable[..., Any], accepted: list[tuple[Probe, Any]]) -> str:
+    with torch.no_grad():
+        for probe, want in accepted:
+            try:
+                got = replacement(*probe.args, **probe.kwargs)
+            except Exception as exc:
+                return f"raised {type(exc).__name__} on {probe.describe()}"
+            if not same(got, want):
+                return f"another result on {probe.describe()}"
+    return ""
 
 
-def _tolerance(positions: torch.Tensor, inv_freq: torch.Tensor, scaling: float,
-               dtype: torch.dtype) -> torch.Tensor:
-    """How far HF's caches may be from exact ones of the same frequencies, per position
-    (``positions``: the largest of each cache row, broadcasting against the caches'
-    last axis).  HF rounds the angle ``p * w`` to
-    float32 (at most ``2**-24 * p * w``), takes float32 cos/sin (within 1 ulp: 2**-23)
-    and rounds the product by the attention factor ``s`` (2**-24 relative); each side
-    rounds to the output dtype (half an ulp of values up to ``s``: ``s * eps``)."""
-    eps = torch.finfo(dtype).eps
-    top = float(inv_freq.abs().max())
-    angle = positions.double().abs()[..., None] * top * 2.0**-24
-    return abs(scaling) * (angle + 2.0**-23 + 2.0**-24) + 2 * max(abs(scaling), 1.0) * eps
+def adapted(form: Callable[..., Any], original: Callable[..., Any]
+            ) -> Optional[Callable[..., Any]]:
+    """``form`` callable as ``original`` is called: ``form`` itself where their
+    parameters have the same names, order and defaults; else a function that takes
+    ``original``'s arguments and passes ``form`` those it names (by name), dropping
+    the ones transformers ignores; None where ``original`` takes an argument ``form``
+    has no place for."""
+    try:
+        mine = inspect.signature(form).parameters
+        theirs = inspect.signature(original).parameters
+    except (TypeError, ValueError):
+        return None
+    if [(p.name, p.kind, p.default) for p in mine.values()] == [
+            (p.name, p.kind, p.default) for p in theirs.values()]:
+        return form
+    names = []
+    for parameter in theirs.values():
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            continue
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            return None
+        if parameter.name not in mine and parameter.name not in _IGNORED:
+            return None
+        names.append(parameter.name)
+    defaults = {p.name: p.default for p in theirs.values()
+                if p.default is not inspect.Parameter.empty}
+    takes = {name for name in mine}
+    swallow = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in theirs.values())
+
+    def adapter(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > len(names):
+            raise TypeError(f"{original.__name__}() takes {len(names)} positional arguments "
+                            f"but {len(args)} were given")
+        given = dict(defaults)
+        given.update(zip(names, args))
+        for key, value in kwargs.items():
+            if key not in names and not swallow:
+                raise TypeError(f"{original.__name__}() got an unexpected keyword argument "
+                                f"{key!r}")
+            given[key] = value
+        return form(**{key: value for key, value in given.items() if key in takes})
+
+    adapter.__name__ = original.__name__
+    adapter.__qualname__ = getattr(original, "__qualname__", original.__name__)
+    adapter.__doc__ = form.__doc__
+    return adapter
 
 
-def _unswitched_positions(module: nn.Module, layer_type: Any) -> int:
-    """How many positions (from 0) the check may give a rotary module without making it
-    switch its frequencies (dynamic: beyond ``max_position_embeddings``; longrope: beyond
-    ``original_max_position_embeddings``): a switch would change the state of sinpe's
-    module before the model runs.  At most 48."""
-    limits = [48]
-    config = getattr(module, "config", None)
-    limits.append(getattr(module, "original_max_seq_len", None)
-                  or getattr(config, "max_position_embeddings", None) or 48)
-    parameters = getattr(config, "rope_parameters", None) or {}
-    if layer_type is not None:
-        parameters = parameters.get(layer_type) or {}
-    limits.append(parameters.get("original_max_position_embeddings") or 48)
-    return max(1, min(int(limit) for limit in limits))
+# -- caches ------------------------------------------------------------------------------
 
 
-def check_rotary(family: str, name: str, module: nn.Module,
-                 forward: Callable[..., Any]) -> None:
-    """ValueError unless ``forward`` gives the caches of HF's ``module`` (a new one of its
-    class and config runs), within the float32 rounding of HF's angles."""
-    what = f"the rotary module {name} ({type(module).__name__})"
+def _reference(module: nn.Module, device: torch.device) -> nn.Module:
+    """A new module of ``module``'s class and config: the caches sinpe's must give (the
+    model's may hold dynamic rope's state, or frequencies ``model.to(dtype)`` cast); a
+    copy of the module where its class is not made from a config alone."""
+    try:
+        return type(module)(module.config).to(device)  # type: ignore[call-arg]
+    except Exception:
+        return copy.deepcopy(module)
+
+
+def check_double(module: nn.Module, double: Callable[..., Any]) -> str:
+    """Why ``double`` (the module's forward in double precision) does not stand in for
+    the text rotary ``module`` (``forward(x, position_ids)``), or "": against a copy of
+    the module as the model holds it (the double run is its own code)."""
     buffers = list(module.buffers())
     device = buffers[0].device if buffers else torch.device("cpu")
-    try:  # a new one: the model's may hold dynamic rope's state, or cast frequencies
-        reference = type(module)(module.config).to(device)
-    except Exception as exc:
-        raise _refuse(family, what, f"cannot be made again from its config to check sinpe's "
-                      f"caches against ({exc!r})") from exc
+    reference = copy.deepcopy(module)
     takes_layer = "layer_type" in inspect.signature(type(module).forward).parameters
     layer_types = sorted(set(getattr(module, "layer_types", None) or [])) if takes_layer else []
     for layer_type in layer_types or [None]:
-        count = _unswitched_positions(module, layer_type)
+        extra = () if layer_type is None else (layer_type,)
+        count = unswitched_positions(module, layer_type)
+        for positions, largest, required in check_positions(module, count, device):
+            for dtype in (torch.float32, torch.bfloat16):
+                x = torch.zeros((*largest.shape, 8), dtype=dtype, device=device)
+                with torch.no_grad():
+                    try:
+                        want = reference(x, positions, *extra)
+                    except Exception as exc:
+                        if not required:
+                            break
+                        return f"raised {exc!r} on positions {tuple(positions.shape)}"
+                    try:
+                        got, angle = double(x, positions, *extra)
+                    except Exception as exc:
+                        return f"cannot be run in double precision ({exc!r})"
+                why = double_differs(got, want, angle)
+                if why:
+                    return why
+    return ""
+
+
+def check_rotary(module: nn.Module, forward: Callable[..., Any], fresh: bool = True) -> str:
+    """Why ``forward`` does not stand in for the rotary ``module``, or "": a new module of
+    its class and config (``fresh``), and the model's module itself where its
+    frequencies are still float32 (frequencies changed after loading are the model's)."""
+    buffers = list(module.buffers())
+    device = buffers[0].device if buffers else torch.device("cpu")
+    why = ""
+    if fresh:
+        try:  # a new one: the model's may hold dynamic rope's state, or cast frequencies
+            reference = _reference(module, device)
+        except Exception as exc:
+            return (f"cannot be made again from its config to check sinpe's caches against "
+                    f"({exc!r})")
+        why = _check_rotary_against(module, reference, forward, device)
+    frequencies = [b for n, b in module.named_buffers() if n.endswith("inv_freq")]
+    if not why and frequencies and all(b.dtype is torch.float32 for b in frequencies):
+        why = _check_rotary_against(module, copy.deepcopy(module), forward, device)
+        if why:
+            why = f"(as the model holds it, not as its config makes it) {why}"
+    return why
+
+
+def _check_rotary_against(module: nn.Module, reference: nn.Module, forward: Callable[..., Any],
+                          device: torch.device) -> str:
+    takes_layer = "layer_type" in inspect.signature(type(module).forward).parameters
+    layer_types = sorted(set(getattr(module, "layer_types", None) or [])) if takes_layer else []
+    for layer_type in layer_types or [None]:
+        count = unswitched_positions(module, layer_type)
         prefix = "" if layer_type is None else f"{layer_type}_"
         inv_freq = getattr(reference, f"{prefix}inv_freq", None)
         scaling = getattr(reference, f"{prefix}attention_scaling", None)
         if not isinstance(inv_freq, torch.Tensor) or not isinstance(scaling, (int, float)):
-            raise _refuse(family, what, f"has no {prefix}inv_freq and {prefix}attention_scaling "
-                          "to check sinpe's caches against")
+            return (f"has no {prefix}inv_freq and {prefix}attention_scaling to check sinpe's "
+                    "caches against")
         extra = () if layer_type is None else (layer_type,)
-        for positions, largest in _check_positions(module, count, device):
+        for positions, largest, required in check_positions(module, count, device):
             for dtype in (torch.float32, torch.bfloat16):
                 x = torch.zeros((*largest.shape, 8), dtype=dtype, device=device)
                 with torch.no_grad():
-                    want = reference(x, positions, *extra)
+                    try:
+                        want = reference(x, positions, *extra)
+                    except Exception as exc:
+                        if not required:
+                            break  # the module does not take positions of that shape
+                        return f"raised {exc!r} on positions {tuple(positions.shape)}"
                     try:
                         got = forward(x, positions, *extra)
                     except Exception as exc:
-                        raise _refuse(family, what, f"cannot be stood in for by sinpe's rotary "
-                                      f"module (it raised {exc!r})") from exc
-                why = _caches_differ(got, want, largest, inv_freq, float(scaling))
+                        return f"cannot be stood in for by sinpe's rotary module ({exc!r})"
+                why = caches_differ(got, want, largest, inv_freq, float(scaling))
                 if why:
-                    raise _refuse(family, what, why)
-
-
-def _check_positions(module: nn.Module, count: int, device: torch.device
-                     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The position_ids a rotary module is checked on, each with the largest position of
-    each cache row: ``(B, L)`` (every module: two rows, one reversed); for a
-    vision-language text module (``mrope_section``) also ``(3, B, L)`` with different
-    time, height and width positions; for an axial vision module (rope type "axial")
-    only ``(N, 2)``, each patch's row and column."""
-    steps = torch.arange(count)
-    if getattr(module, "rope_type", None) == "axial":
-        patches = torch.stack([steps // 7, steps % 7 + steps // 5], dim=1).to(device)
-        return [(patches, patches.amax(-1))]
-    text = torch.stack([steps, steps.flip(0)]).to(device)
-    checks = [(text, text)]
-    if getattr(module, "mrope_section", None) is not None:
-        rows = torch.stack([text, text // 3 + 1, text.flip(-1) // 2 + 2])
-        checks.append((rows, rows.amax(0)))
-    return checks
-
-
-def _caches_differ(got: Any, want: Any, largest: torch.Tensor, inv_freq: torch.Tensor,
-                   scaling: float) -> str:
-    """Why sinpe's ``(cos, sin)`` do not stand for HF's (at positions whose largest per
-    cache row is ``largest``), or ""."""
-    if not (isinstance(got, tuple) and len(got) == 2 and isinstance(want, tuple)
-            and len(want) == 2):
-        return "does not return (cos, sin) as sinpe's does"
-    for g, w, part in zip(got, want, ("cos", "sin")):
-        if g.shape != w.shape or g.dtype != w.dtype or g.device != w.device:
-            return (f"gives {part} of shape {tuple(w.shape)}, {w.dtype}, where sinpe's gives "
-                    f"{tuple(g.shape)}, {g.dtype}")
-        bound = _tolerance(largest, inv_freq, scaling, w.dtype)
-        if not bool(((g.double() - w.double()).abs() <= bound).all()):
-            return (f"gives {part} that sinpe's caches do not reproduce (other frequencies, "
-                    "sections, layout or scaling)")
+                    return why
     return ""
 
 
-def check_table(family: str, name: str, old: torch.Tensor, new: torch.Tensor) -> None:
-    """ValueError unless sinpe's GPT-J table ``new`` stands for ``old``."""
-    what = f"the sin/cos table {name}.embed_positions"
-    if old.shape != new.shape or old.dtype != new.dtype or old.device != new.device:
-        raise _refuse(family, what, f"is {tuple(old.shape)} {old.dtype}, where sinpe's is "
-                      f"{tuple(new.shape)} {new.dtype}")
-    rows = torch.arange(old.shape[0], device=old.device)
-    bound = _tolerance(rows, torch.ones(1), 1.0, old.dtype)
-    if not bool(((new.double() - old.double()).abs() <= bound).all()):
-        raise _refuse(family, what, "holds values sinpe's exact table does not reproduce "
-                      "(other frequencies or layout)")
+def sinusoid_table(table: torch.Tensor) -> Optional[torch.Tensor]:
+    """GPT-J's sin/cos table exact, if ``table`` is one (else None): ``cat(sin, cos)`` of
+    ``p * w`` for rows ``p``, with the frequencies ``w`` of its
+    ``create_sinusoidal_positions`` (``10000 ** (-2k / r)`` in float32), the angles in
+    double; float64, on the CPU.  ``table`` is one if it has those values within the
+    float32 rounding of its own angles."""
+    rows, width = table.shape
+    if width % 2:
+        return None
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, width, 2, dtype=torch.int64) / width).float())
+    cos, sin = sinpe.rope(rows, width, freq=inv_freq.double().numpy(), dtype=np.float64)
+    half = width // 2
+    exact = torch.from_numpy(np.concatenate([sin[:, :half], cos[:, :half]], axis=1))
+    bound = tolerance(torch.arange(rows), inv_freq, 1.0, table.dtype)
+    if not bool(((exact - table.detach().to("cpu", torch.float64)).abs() <= bound).all()):
+        return None
+    return exact

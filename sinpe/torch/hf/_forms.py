@@ -1,38 +1,24 @@
-"""The apply functions of transformers' rotary families, by sinpe's kernel with HF's bits.
+"""The apply forms: transformers' ways of applying RoPE, by sinpe's kernel with HF's bits.
 
-Every family of transformers 5 applies its caches with one formula, ``x * cos +
-rot(x) * sin``, written a few ways; each function here reproduces one of them
-(the same arguments, the same result: bits, dtype, shape and strides), built
-from the helpers of HF's apply functions (:mod:`sinpe.torch._apply`), so that the
-kernel writes each rotated element once on the CPU and torch's expression runs
-elsewhere:
+transformers' families apply their caches with one formula, ``x * cos + rot(x) * sin``
+(``rot``: rotate_half, or its interleaved twin for pairs ``(2i, 2i + 1)``), written a
+few dozen ways: all features rotated or the first ``r`` of them, caches used as given
+or their first half repeated pairwise, in the inputs' dtype or in float32 and cast
+back, one tensor or a query and a key.  Each form below reproduces one of them with
+the same result (bits, dtype, shape and strides) for any input, built from the
+helpers of :mod:`sinpe.torch._apply`, so that the kernel writes each rotated element
+once on the CPU and HF's own expression runs elsewhere.
 
-- ``llama``: ``(q, k, cos, sin, unsqueeze_dim=1)``, all features rotated:
-  :func:`sinpe.torch.apply_rotary_pos_emb` itself (Llama, Mistral, Qwen2/3,
-  Gemma 1-3, Phi, DeepSeek-V3 without ``rope_interleave``).
-- ``neox``: the first ``cos.shape[-1]`` features rotated, the rest passed
-  through, joined by ``torch.cat`` (GPT-NeoX, Phi-3).
-- ``cast_back``: the Llama formula, then each result cast to its input's dtype
-  (OLMo: its caches stay float32 while the model may be bfloat16).
-- ``cohere``: interleaved pairs with caches that repeat each value twice,
-  computed in float32 and cast back to the query's dtype (Cohere).
-- ``glm``: interleaved pairs, the caches' first half repeated pairwise, partial
-  rotary as ``neox`` (GLM).
-- ``deepseek_interleave``: interleaved pairs in, half-split out
-  (``apply_rotary_pos_emb_interleave`` of DeepSeek-V3 with ``rope_interleave``).
-- ``gptj``: ``(tensor, sin, cos)`` with half-width caches repeated pairwise
-  (GPT-J, CodeGen).
-- ``vision``: ``apply_rotary_pos_emb_vision(q, k, cos, sin)`` of the vision towers
-  of Qwen2-VL, Qwen2.5-VL and Qwen3-VL: in float32, cast back
-  (:func:`sinpe.torch.apply_rotary_pos_emb_vision` itself).  Their text models use
-  ``llama``: their multi-axis sections are in the rotary module's caches.
-
-sinpe.torch.patch swaps these in only after checking, on a random input, that
-they give the original function's result bit for bit.  Nothing here imports
+:data:`FORMS` is the one list of them.  :func:`sinpe.torch.patch` does not know which
+family uses which: it runs each apply function it finds in a model and each form on
+the same random inputs (:mod:`sinpe.torch.hf._probes`), and swaps in the first form
+that gives the function's result bit for bit on every input the function takes.  A
+function no form reproduces stays transformers' own.  Nothing here imports
 transformers.
 """
 
-from typing import Optional
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 import torch
 
@@ -44,14 +30,18 @@ from sinpe.torch._apply import (
     apply_rotary_pos_emb_vision,
 )
 
-llama = apply_rotary_pos_emb
-vision = apply_rotary_pos_emb_vision
+_Pair = tuple[torch.Tensor, torch.Tensor]
+
+
+def _pairwise(cache: torch.Tensor) -> torch.Tensor:
+    """A concatenated cache's first half, each value twice: the interleaved cache."""
+    return cache[..., : cache.shape[-1] // 2].repeat_interleave(2, dim=-1)
 
 
 def neox(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-         unsqueeze_dim: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-    """GPT-NeoX's and Phi-3's ``apply_rotary_pos_emb``: the first ``cos.shape[-1]``
-    features rotated, the others passed through, ``torch.cat``'s contiguous result."""
+         unsqueeze_dim: int = 1) -> _Pair:
+    """The first ``cos.shape[-1]`` features rotated, the others passed through, joined by
+    ``torch.cat`` (a new contiguous tensor, also when all features rotate)."""
     cos = cos.unsqueeze(unsqueeze_dim)
     sin = sin.unsqueeze(unsqueeze_dim)
     views = _cache_views(cos, sin)
@@ -60,42 +50,134 @@ def neox(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
 
 
 def cast_back(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-              unsqueeze_dim: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-    """OLMo's ``apply_rotary_pos_emb``: the Llama formula (in torch's promoted dtype),
-    each result cast back to its input's dtype."""
+              unsqueeze_dim: int = 1) -> _Pair:
+    """The Llama formula (in torch's promoted dtype), each result cast back to its
+    input's dtype (caches kept in float32 for a bfloat16 model)."""
     q_embed, k_embed = apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim)
     assert k_embed is not None
     return q_embed.to(q.dtype), k_embed.to(k.dtype)
 
 
-def cohere(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-           unsqueeze_dim: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cohere's ``apply_rotary_pos_emb``: q and k in float32, interleaved pairs
-    (``rotate_half`` of pairs ``(2i, 2i + 1)``), both results cast to q's dtype."""
+def float_then_cast(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                    unsqueeze_dim: int = 1) -> _Pair:
+    """q and k widened to float32, the Llama formula, both results cast to q's dtype."""
     dtype = q.dtype
-    q = q.float()
-    k = k.float()
     cos = cos.unsqueeze(unsqueeze_dim)
     sin = sin.unsqueeze(unsqueeze_dim)
     views = _cache_views(cos, sin)
-    return (_hf_rotation(q, cos, sin, "interleaved", views).to(dtype=dtype),
-            _hf_rotation(k, cos, sin, "interleaved", views).to(dtype=dtype))
+    return (_hf_rotation(q.float(), cos, sin, "concatenated", views).to(dtype),
+            _hf_rotation(k.float(), cos, sin, "concatenated", views).to(dtype))
 
 
-def _pairwise(cache: torch.Tensor) -> torch.Tensor:
-    """A concatenated cache's first half, each value twice: the interleaved cache."""
-    return cache[..., : cache.shape[-1] // 2].repeat_interleave(2, dim=-1)
+def all_float_then_cast(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor,
+                        sin: torch.Tensor, unsqueeze_dim: int = 1) -> _Pair:
+    """q, k and the caches in float32, the Llama formula, both results cast to q's dtype."""
+    dtype = q.dtype
+    cos = cos.unsqueeze(unsqueeze_dim).float()
+    sin = sin.unsqueeze(unsqueeze_dim).float()
+    views = _cache_views(cos, sin)
+    return (_hf_rotation(q.float(), cos, sin, "concatenated", views).to(dtype),
+            _hf_rotation(k.float(), cos, sin, "concatenated", views).to(dtype))
 
 
-def glm(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-        unsqueeze_dim: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-    """GLM's ``apply_rotary_pos_emb``: the caches' first half repeated pairwise,
-    interleaved pairs on the first ``cos.shape[-1]`` features, the rest passed through."""
+def interleaved(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                unsqueeze_dim: int = 1) -> _Pair:
+    """Interleaved pairs ``(2i, 2i + 1)`` (rotate_half's interleaved twin), caches as given."""
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    views = _cache_views(cos, sin)
+    return (_hf_rotation(q, cos, sin, "interleaved", views),
+            _hf_rotation(k, cos, sin, "interleaved", views))
+
+
+def interleaved_float(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                      unsqueeze_dim: int = 1) -> _Pair:
+    """Interleaved pairs (caches as given), q and k in float32, both results cast to
+    q's dtype."""
+    dtype = q.dtype
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    views = _cache_views(cos, sin)
+    return (_hf_rotation(q.float(), cos, sin, "interleaved", views).to(dtype=dtype),
+            _hf_rotation(k.float(), cos, sin, "interleaved", views).to(dtype=dtype))
+
+
+def pairwise_partial(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                     unsqueeze_dim: int = 1) -> _Pair:
+    """The caches' first half repeated pairwise, interleaved pairs on the first
+    ``cos.shape[-1]`` features, the rest passed through (``torch.cat``)."""
     cos = _pairwise(cos.unsqueeze(unsqueeze_dim))
     sin = _pairwise(sin.unsqueeze(unsqueeze_dim))
     views = _cache_views(cos, sin)
     return (_hf_partial(q, cos, sin, "interleaved", views),
             _hf_partial(k, cos, sin, "interleaved", views))
+
+
+def pairwise(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+             unsqueeze_dim: int = 1) -> _Pair:
+    """The caches' first half repeated pairwise, interleaved pairs on every feature."""
+    cos = _pairwise(cos.unsqueeze(unsqueeze_dim))
+    sin = _pairwise(sin.unsqueeze(unsqueeze_dim))
+    views = _cache_views(cos, sin)
+    return (_hf_rotation(q, cos, sin, "interleaved", views),
+            _hf_rotation(k, cos, sin, "interleaved", views))
+
+
+def pairwise_float(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                   unsqueeze_dim: int = 1) -> _Pair:
+    """The caches' first half repeated pairwise, interleaved pairs on every feature of q
+    and k in float32, both results cast to q's dtype."""
+    dtype = q.dtype
+    cos = _pairwise(cos.unsqueeze(unsqueeze_dim))
+    sin = _pairwise(sin.unsqueeze(unsqueeze_dim))
+    views = _cache_views(cos, sin)
+    return (_hf_rotation(q.float(), cos, sin, "interleaved", views).to(dtype),
+            _hf_rotation(k.float(), cos, sin, "interleaved", views).to(dtype))
+
+
+def half_width(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+               unsqueeze_dim: int = 1) -> _Pair:
+    """Caches of the frequencies once (width ``r/2``): ``cat(x1 * c - x2 * s, x2 * c + x1 *
+    s)`` of the halves ``x1, x2``, i.e. the Llama formula with ``cat(c, c)`` (``a - b``
+    and ``a + (-b)`` are one IEEE operation), in a new contiguous tensor."""
+    cos = torch.cat((cos, cos), dim=-1).unsqueeze(unsqueeze_dim)
+    sin = torch.cat((sin, sin), dim=-1).unsqueeze(unsqueeze_dim)
+    views = _cache_views(cos, sin)
+    return (_hf_partial(q, cos, sin, "concatenated", views),
+            _hf_partial(k, cos, sin, "concatenated", views))
+
+
+def half_width_interleaved(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor,
+                           sin: torch.Tensor, unsqueeze_dim: int = 1) -> _Pair:
+    """Caches of the frequencies once (width ``r/2``) on interleaved pairs:
+    ``stack(x0 * c - x1 * s, x1 * c + x0 * s)`` of the even and odd features, i.e. the
+    interleaved rotation by the caches repeated pairwise, in a new contiguous tensor."""
+    cos = cos.repeat_interleave(2, dim=-1).unsqueeze(unsqueeze_dim)
+    sin = sin.repeat_interleave(2, dim=-1).unsqueeze(unsqueeze_dim)
+    views = _cache_views(cos, sin)
+    return (_hf_partial(q, cos, sin, "interleaved", views),
+            _hf_partial(k, cos, sin, "interleaved", views))
+
+
+def single(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+           unsqueeze_dim: int = 1) -> torch.Tensor:
+    """One tensor, the Llama formula: ``x * cos + rotate_half(x) * sin``."""
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    return _hf_rotation(x, cos, sin, "concatenated", _cache_views(cos, sin))
+
+
+def single_trailing_pairwise(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                             unsqueeze_dim: int = 1) -> torch.Tensor:
+    """One tensor whose last ``2 * cos.shape[-1]`` features rotate in interleaved pairs by
+    the caches repeated pairwise, in float32, cast back; the leading features pass
+    through (``torch.cat``)."""
+    cos = cos.repeat_interleave(2, dim=-1).unsqueeze(unsqueeze_dim)
+    sin = sin.repeat_interleave(2, dim=-1).unsqueeze(unsqueeze_dim)
+    width = cos.shape[-1]
+    rotated = _hf_rotation(x[..., x.shape[-1] - width:].float(), cos, sin, "interleaved",
+                           _cache_views(cos, sin)).to(x.dtype)
+    return torch.cat([x[..., : x.shape[-1] - width], rotated], dim=-1)
 
 
 def _deinterleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -114,14 +196,12 @@ def _deinterleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tor
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
-def deepseek_interleave(q: torch.Tensor, k: Optional[torch.Tensor], cos: torch.Tensor,
-                        sin: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
-                        unsqueeze_dim: int = 1
-                        ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-    """DeepSeek-V3's ``apply_rotary_pos_emb_interleave``: pairs ``(2i, 2i + 1)``
-    rotated by the caches' first half, the results' even features first, then the
-    odd ones.  ``position_ids`` is unused, as in HF's; ``k=None`` gives None for it."""
-    del position_ids
+def deinterleave(q: torch.Tensor, k: Optional[torch.Tensor], cos: torch.Tensor,
+                 sin: torch.Tensor, unsqueeze_dim: int = 1
+                 ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """Pairs ``(2i, 2i + 1)`` rotated by the caches' first half, the results' even
+    features first, then the odd ones (DeepSeek's MLA with ``rope_interleave``);
+    ``k=None`` gives None for it."""
     cos = cos[..., : cos.shape[-1] // 2].unsqueeze(unsqueeze_dim)
     sin = sin[..., : sin.shape[-1] // 2].unsqueeze(unsqueeze_dim)
     return (_deinterleaved(q, cos, sin),
@@ -129,8 +209,39 @@ def deepseek_interleave(q: torch.Tensor, k: Optional[torch.Tensor], cos: torch.T
 
 
 def gptj(tensor: torch.Tensor, sin: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
-    """GPT-J's and CodeGen's ``apply_rotary_pos_emb(tensor, sin, cos)``: ``(B, L, H, r)``
-    rotated in interleaved pairs by ``(B, L, r/2)`` caches repeated pairwise."""
+    """``(tensor, sin, cos)``: ``(B, L, H, r)`` rotated in interleaved pairs by ``(B, L,
+    r/2)`` caches repeated pairwise (GPT-J's argument order)."""
     sin = torch.repeat_interleave(sin[:, :, None, :], 2, 3)
     cos = torch.repeat_interleave(cos[:, :, None, :], 2, 3)
     return _hf_rotation(tensor, cos, sin, "interleaved", _cache_views(cos, sin))
+
+
+@dataclass(frozen=True)
+class Form:
+    """One way of applying RoPE: its name (for the patch's handle and messages) and the
+    function that does it with HF's bits."""
+
+    name: str
+    function: Callable[..., object]
+
+
+# The forms, most common first (patch tries them in this order).
+FORMS: tuple[Form, ...] = (
+    Form("llama", apply_rotary_pos_emb),
+    Form("neox", neox),
+    Form("vision", apply_rotary_pos_emb_vision),
+    Form("cast_back", cast_back),
+    Form("float_then_cast", float_then_cast),
+    Form("all_float_then_cast", all_float_then_cast),
+    Form("interleaved", interleaved),
+    Form("interleaved_float", interleaved_float),
+    Form("pairwise_partial", pairwise_partial),
+    Form("pairwise", pairwise),
+    Form("pairwise_float", pairwise_float),
+    Form("half_width", half_width),
+    Form("half_width_interleaved", half_width_interleaved),
+    Form("deinterleave", deinterleave),
+    Form("single", single),
+    Form("single_trailing_pairwise", single_trailing_pairwise),
+    Form("gptj", gptj),
+)

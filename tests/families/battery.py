@@ -1,0 +1,262 @@
+"""One family of transformers through sinpe.torch.patch, measured (run in a worker process).
+
+:func:`run` builds the family's tiny random-init model (:mod:`tiny`), runs it as
+transformers has it, patches it, runs it patched, undoes the patch and runs it again,
+and returns plain numbers and strings for the tests of ``test_every_family`` to judge:
+
+- the outputs at positions ``0 .. 63`` (the model's own inputs: for text models 64
+  tokens with ``position_ids`` ``0 .. 63``) and, for models that take ``position_ids``,
+  at ``2**17 .. 2**17 + 63``: HF's, the patched model's, and an exact reference's;
+- the exact reference: the model in float64 whose rotary modules run their own code with
+  every float32 value they make computed in float64 (:class:`InDouble`), and whose
+  sin/cos tables (GPT-J's) are made in float64: the model's function with its own
+  frequencies and exact angles.  Nothing of sinpe is in it;
+- after ``undo()``: whether the outputs, the state_dict, the module tree and the modeling
+  modules' globals are transformers' again, bit for bit and object for object.
+
+At positions near 2**17 the query and key projections are scaled by 8, so that
+attention is sharp and the positions move the outputs well above float32 noise (at
+transformers' default initialisation their effect is of the order of the noise); at
+positions 0..63 the model is as built (sharp attention also amplifies float32 noise,
+which would blur the comparison with HF's own).
+"""
+from __future__ import annotations
+
+import copy
+import sys
+import time
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+import tiny
+
+FAR = 2**17
+LENGTH = 64
+_WIDE = {torch.float32: torch.float64, torch.complex64: torch.complex128}
+
+
+class InDouble(TorchFunctionMode):
+    """Every float32 (complex64) value made or cast inside is made in float64 (complex128)."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                           ) -> Any:
+        kwargs = dict(kwargs or {})
+        if func is torch.Tensor.float:
+            return args[0].double()
+        if func in (torch.Tensor.to, torch.Tensor.type):
+            args = tuple(_WIDE.get(a, a) if isinstance(a, torch.dtype) else a for a in args)
+        if isinstance(kwargs.get("dtype"), torch.dtype):
+            kwargs["dtype"] = _WIDE.get(kwargs["dtype"], kwargs["dtype"])
+        result = func(*args, **kwargs)
+        if (func in _FACTORIES and isinstance(result, torch.Tensor)
+                and result.dtype in _WIDE and "dtype" not in kwargs):
+            result = result.to(_WIDE[result.dtype])
+        return result
+
+
+_FACTORIES = {torch.arange, torch.zeros, torch.ones, torch.full, torch.tensor, torch.linspace,
+              torch.empty}
+
+
+def _is_rotary(module: torch.nn.Module) -> bool:
+    holds = any(key.endswith("inv_freq") and isinstance(value, torch.Tensor)
+                for key, value in [*vars(module).items(), *module._buffers.items()])
+    name = type(module).__name__.lower()
+    return next(module.parameters(), None) is None and (
+        holds or "rotary" in name or "rope" in name)
+
+
+def _sinusoid_table(rows: int, width: int) -> torch.Tensor:
+    """GPT-J's ``create_sinusoidal_positions`` with its float32 frequencies, in float64."""
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, width, 2, dtype=torch.int64) / width).float())
+    angles = torch.arange(rows, dtype=torch.float64)[:, None] * inv_freq.double()
+    return torch.cat((angles.sin(), angles.cos()), dim=1)
+
+
+def reference(model: torch.nn.Module) -> torch.nn.Module:
+    """The exact function the float32 models approximate (see the module's docstring)."""
+    exact = copy.deepcopy(model).double()
+    if hasattr(exact, "set_experts_implementation"):
+        try:  # torch's grouped matmul takes no float64
+            exact.set_experts_implementation("eager")
+        except Exception:  # noqa: BLE001 - a model without that choice
+            pass
+    for module in exact.modules():
+        if _is_rotary(module):
+            forward = module.forward
+
+            def in_double(*args: Any, _forward: Any = forward, **kwargs: Any) -> Any:
+                with InDouble():
+                    return _forward(*args, **kwargs)
+
+            module.forward = in_double
+        table = module._buffers.get("embed_positions")
+        if isinstance(table, torch.Tensor) and table.dim() == 2:
+            module._buffers["embed_positions"] = _sinusoid_table(*table.shape)
+    return exact
+
+
+def _projections(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The query and key projections' weights (by the names transformers gives them)."""
+    return [module.weight for name, module in model.named_modules()
+            if isinstance(module, torch.nn.Linear) and name.rsplit(".", 1)[-1] in (
+                "q_proj", "k_proj", "query", "key", "wq", "wk", "q", "k")]
+
+
+class _Sharp:
+    """Within the block the query and key projections are 8 times larger (sharp attention:
+    the positions move the outputs well above float32 noise).  8 is a power of two, so
+    the weights are the same bits again after the block."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.weights = _projections(model)
+
+    def __enter__(self) -> None:
+        with torch.no_grad():
+            for weight in self.weights:
+                weight.mul_(8)
+
+    def __exit__(self, *exc: object) -> None:
+        with torch.no_grad():
+            for weight in self.weights:
+                weight.div_(8)
+
+
+def _tensors(out: Any) -> list[torch.Tensor]:
+    """The tensors of a model's output, in order (ModelOutput, dict, tuple, nested)."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if hasattr(out, "to_tuple"):
+        out = out.to_tuple()
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (tuple, list)):
+        return [t for value in out for t in _tensors(value)]
+    return []
+
+
+def _first(out: Any) -> torch.Tensor:
+    """The model's first floating output (logits, hidden states, audio), else its first."""
+    tensors = _tensors(out)
+    if not tensors:
+        raise TypeError("no tensor in the model's output")
+    return next((t for t in tensors if t.is_floating_point()), tensors[0])
+
+
+def _outputs(model: torch.nn.Module, inputs: dict[str, Any], far: bool = False,
+             double: bool = False) -> torch.Tensor:
+    feed = dict(inputs)
+    if far:
+        feed = {k: (v + FAR if k.endswith("position_ids") else v) for k, v in feed.items()}
+    if double:
+        feed = {k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+                for k, v in feed.items()}
+    with torch.no_grad():
+        return _first(model(**feed)).detach().clone()
+
+
+def _gap(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.double() - b.double()).abs().max())
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    if not t.is_floating_point():
+        return t
+    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(_bits(a), _bits(b))
+
+
+def _modeling_globals(model: torch.nn.Module) -> dict[str, Any]:
+    modules = {sys.modules[type(m).__module__] for m in model.modules()
+               if type(m).__module__.startswith("transformers.models.")}
+    return {f"{m.__name__}.{k}": v for m in modules for k, v in vars(m).items() if callable(v)}
+
+
+def run(family: str) -> dict[str, Any]:
+    """What ``test_every_family`` judges about one family (plain data); an exception
+    anywhere past the model's build is the result ``"crash"`` with its traceback."""
+    try:
+        return _run(family)
+    except Exception:  # noqa: BLE001 - the test of this family reports it
+        import traceback
+
+        return {"status": "crash", "why": traceback.format_exc()[-3000:]}
+
+
+def _run(family: str) -> dict[str, Any]:
+    torch.set_num_threads(1)
+    start = time.time()
+    import sinpe.torch as st
+
+    try:
+        model, _, info = tiny.build(family, length=LENGTH)
+    except Exception as exc:  # noqa: BLE001 - transformers itself cannot build it
+        return {"status": "cannot build", "why": str(exc).splitlines()[0][:300]}
+    inputs = info.get("inputs") if info.get("forward_ok") else None
+    result: dict[str, Any] = {"kind": info.get("kind", "none"), "class": type(model).__name__}
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    modules = [(name, id(m)) for name, m in model.named_modules()]
+    globals_before = _modeling_globals(model)
+    sharp = _Sharp(model)
+    hf = _outputs(model, inputs) if inputs else None
+    hf_far = None
+    if inputs and info.get("position_ids"):
+        try:
+            with sharp:
+                hf_far = _outputs(model, inputs, far=True)
+        except Exception as exc:  # noqa: BLE001 - beyond the model's positions (GPT-J's table)
+            result["far"] = f"transformers' own model raises there ({type(exc).__name__})"
+    try:
+        handle = st.patch(model)
+    except ValueError as exc:
+        result.update(status="refused", why=str(exc))
+        return result
+    result.update(status="served", rotary=list(handle.rotary), forms=dict(handle.forms),
+                  caches=dict(handle.caches), first_call=list(handle.checked_at_first_call))
+    patched_far = None
+    try:
+        patched = _outputs(model, inputs) if inputs else None
+        if hf_far is not None:
+            with sharp:
+                patched_far = _outputs(model, inputs, far=True)
+    finally:
+        handle.undo()
+    result["kept"] = dict(handle.kept)
+    result["undo"] = {
+        "outputs": hf is None or _same(_outputs(model, inputs), hf),
+        "state_dict": all(_same(v, model.state_dict()[k]) for k, v in state.items()),
+        "modules": modules == [(name, id(m)) for name, m in model.named_modules()],
+        "overrides": not any("forward" in vars(m) and "sinpe" in type(vars(m)["forward"]).__module__
+                             for m in model.modules()),
+        "globals": _modeling_globals(model) == globals_before,
+    }
+    if hf is not None and not hf.is_floating_point():
+        result["output"] = f"{hf.dtype} (codes: no float32 noise to hold it to)"
+    elif hf is not None and patched is not None:
+        result["finite"] = bool(torch.isfinite(patched).all())
+        eps = torch.finfo(hf.dtype).eps
+        try:
+            exact = reference(model)
+            ref = _outputs(exact, inputs, double=True)
+            result["floor"] = 2 * eps * float(ref.abs().max())
+            result["hf_error"] = _gap(hf, ref)
+            result["patched_error"] = _gap(patched, ref)
+            if patched_far is not None and hf_far is not None:
+                with _Sharp(exact):
+                    ref_far = _outputs(exact, inputs, far=True, double=True)
+                    ref_sharp = _outputs(exact, inputs, double=True)
+                with sharp:
+                    hf_sharp = _outputs(model, inputs)
+                result["far_floor"] = 2 * eps * float(ref_far.abs().max())
+                result["far_hf_error"] = _gap(hf_far, ref_far)
+                result["far_patched_error"] = _gap(patched_far, ref_far)
+                result["sharp_noise"] = _gap(hf_sharp, ref_sharp)
+        except Exception as exc:  # noqa: BLE001 - a model that cannot run in float64
+            result["reference"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    result["seconds"] = round(time.time() - start, 2)
+    return result
