@@ -428,3 +428,99 @@ def test_exported_program_runs_in_a_new_process(tmp_path):
         "print('same')\n")
     done = run_python(["-c", script], cwd=tmp_path)
     assert done.returncode == 0 and "same" in done.stdout, done.stderr[-3000:]
+
+
+# -- patch's apply forms and its double-precision fallback -------------------------------------
+
+
+def test_every_apply_form_compiles_with_eager_bits():
+    """Each of patch's apply forms (the functions it swaps into modeling modules) under
+    torch.compile(fullgraph=True): HF's expression in the graph, the eager form's result
+    (bits, dtype, shape and strides) on the first float32 probe it takes."""
+    from sinpe.torch.hf._forms import FORMS
+    from sinpe.torch.hf._probes import probes
+
+    with torch.no_grad():
+        for form in FORMS:
+            for probe in probes(torch.device("cpu")):
+                if probe.args[0].dtype != torch.float32:
+                    continue
+                try:
+                    want = form.function(*probe.args, **probe.kwargs)
+                except Exception:  # not a call this form takes
+                    continue
+                break
+            torch._dynamo.reset()
+            got = fullgraph(form.function)(*probe.args, **probe.kwargs)
+            got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+            for g, w in zip(got, want):
+                assert (g is None) == (w is None), form.name
+                if w is not None:
+                    assert same(g, w) and g.stride() == w.stride(), (form.name, probe.what)
+    torch._dynamo.reset()
+
+
+def rescaled_llama():
+    """A tiny Llama whose frequencies were changed after loading: sinpe's rotary module
+    cannot stand in for its rotary module, the module's own code in double precision
+    does (patch's fallback, a TorchFunctionMode)."""
+    config = transformers.LlamaConfig(**dict(DECODER, num_hidden_layers=1))
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    model.model.rotary_emb.inv_freq.mul_(1.5)
+    return model
+
+
+def test_double_precision_fallback_compiles_and_exports():
+    """The fallback's mode is traced: torch.compile(fullgraph=True) of the patched rotary
+    module (through patch's override) and of the model, and torch.export of the model,
+    give the eager patched values bit for bit; the caches are float64 work rounded once
+    (not HF's float32 ones at 2**17)."""
+    model = rescaled_llama()
+    rotary = model.model.rotary_emb
+    x, positions = torch.zeros(1), torch.arange(2**17, 2**17 + 40)[None]
+    ids = torch.randint(3, VOCAB, (BATCH, PROMPT), generator=torch.Generator().manual_seed(8))
+    other = torch.randint(3, VOCAB, (BATCH, OTHER), generator=torch.Generator().manual_seed(9))
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hf = rotary(x, positions)
+        with st.patch(model) as handle:
+            assert handle.caches == {"model.rotary_emb": "double precision"}
+            eager = rotary(x, positions)
+            assert gap(eager[0], hf[0]) > 1e-4
+            torch._dynamo.reset()
+            assert_same(fullgraph(lambda ids: rotary(x, ids))(positions), eager)
+            assert_same(fullgraph(lambda ids: model(input_ids=ids, use_cache=False).logits)(ids),
+                        model(input_ids=ids, use_cache=False).logits)
+            program = torch.export.export(
+                model, (), {"input_ids": ids, "use_cache": False},
+                dynamic_shapes={"input_ids": {1: Dim("length", min=2, max=256)},
+                                "use_cache": None})
+            assert_same(program.module()(input_ids=other, use_cache=False).logits,
+                        model(input_ids=other, use_cache=False).logits)
+    torch._dynamo.reset()
+
+
+def test_double_precision_first_call_check_is_a_graph_break():
+    """A fallback checked at its first call (vision towers, audio encoders) reads values
+    then: under torch.compile that call is a graph break (fullgraph=True raises it as
+    such), with the eager values; later calls are one graph."""
+    from sinpe.torch.hf._double import DoubleForward
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    module = LlamaRotaryEmbedding(transformers.LlamaConfig(**DECODER))
+    x, positions = torch.zeros(1), torch.arange(2**17, 2**17 + 40)[None]
+    want = DoubleForward(module, checked=True)(x, positions)
+    torch._dynamo.reset()
+    with pytest.raises(torch._dynamo.exc.Unsupported):
+        fullgraph(DoubleForward(module, checked=False))(x, positions)
+    double = DoubleForward(module, checked=False)
+
+    def caches(ids):
+        return tuple(c * 1 for c in double(x, ids))
+
+    torch._dynamo.reset()
+    assert_same(torch.compile(caches, backend="aot_eager")(positions), want)  # the break
+    assert double.checked and not double.failed
+    assert_same(fullgraph(caches)(positions), want)
+    torch._dynamo.reset()
