@@ -357,7 +357,9 @@ def rotary_forward(module: Any, rotary: Any, x: Tensor, position_ids: Tensor
         raise TypeError(f"position_ids must be a torch.Tensor, got {type(position_ids).__name__}")
     _check_positions(position_ids, "position_ids")
     ids = position_ids.to(x.device)
-    freq = torch.tensor(_frequencies(rotary), dtype=torch.float64, device=ids.device)
+    constants = _frequencies(rotary)  # (rotary.freq, a NumPy array, is never read here: torch
+    # would guard on it as on a tensor, by a Python guard, at every call of the compiled graph)
+    freq = torch.tensor(constants, dtype=torch.float64, device=ids.device)
     if rotary.rope_type == "longrope" and rotary.original is not None:
         long = torch.tensor(_long_frequencies(rotary), dtype=torch.float64, device=ids.device)
         freq = torch.where(ids.max() + 1 > rotary.original, long, freq)
@@ -369,7 +371,7 @@ def rotary_forward(module: Any, rotary: Any, x: Tensor, position_ids: Tensor
             raise ValueError(f"position_ids must have shape ({len(sections)}, B, L) (one row "
                              f"per section) or (B, L), got {tuple(ids.shape)}")
     complex_form = rotary.form == "complex"
-    return rope_cache(ids, rotary.width, freq=freq, scale=rotary.scaling,
+    return rope_cache(ids, 2 * len(constants), freq=freq, scale=rotary.scaling,
                       layout="half" if complex_form else rotary.form,
                       dtype=torch.complex64 if complex_form else dtype, sections=sections,
                       sections_layout=rotary.sections_layout if sections is not None else None,
