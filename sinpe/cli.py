@@ -4,6 +4,8 @@
     sinpe demo -o pe.png        the L=128, d=64 heatmap, plus the accuracy summary
     sinpe encode L D -o t.npy   the table as a .npy file, written atomically
     sinpe plot L D -o pe.png    a heatmap, columns or similarity figure
+    sinpe drift PATH            what exact RoPE changes in a transformers model
+                                (sinpe.torch.drift; needs torch and transformers)
     sinpe bench ...             timings (sinpe.bench), arguments passed through
 
 Exit status: 0 success; 1 the output could not be written (it exists and
@@ -11,13 +13,15 @@ Exit status: 0 success; 1 the output could not be written (it exists and
 errors, an output path that is a directory, and sinpe's own
 ValueError/TypeError, printed as they are) or a command this installation
 cannot run (matplotlib or sinpe.bench missing).
-matplotlib and the benchmarks are imported only by the commands that use them.
+matplotlib, the benchmarks, torch and transformers are imported only by the
+commands that use them.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
 import tempfile
@@ -199,6 +203,52 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_drift(args: argparse.Namespace) -> int:
+    try:
+        helper = importlib.import_module("sinpe.torch.hf._drift_cli")
+        import transformers  # noqa: F401  (drift's models are transformers models)
+    except ImportError as exc:
+        raise CommandError(f"sinpe drift needs torch and transformers: {exc}") from exc
+    from sinpe.torch import drift
+
+    plot = _plot_module() if args.output else None  # before the work: matplotlib present?
+    if args.output and not args.force and os.path.lexists(args.output):
+        raise CommandError(f"{args.output} exists; use --force to overwrite it", WRITE_ERROR)
+    try:
+        model, random_weights = helper.load(args.path, args.dtype, args.seed)
+
+        def progress(line: str) -> None:
+            print(f"sinpe drift: {line}", file=sys.stderr, flush=True)
+
+        result = drift(model, positions=args.positions, tokens=args.tokens, seed=args.seed,
+                       progress=progress)
+    except (ValueError, TypeError) as exc:
+        raise CommandError(str(exc)) from exc
+    name = type(model).__name__
+    limit = getattr(model.config.get_text_config(), "max_position_embeddings", None)
+    notes = []
+    if random_weights:
+        notes.append(f"random weights (built from {args.path}, seed {args.seed}): a trained "
+                     "model's sharper attention moves more with the same drift, so random "
+                     "weights understate the effect")
+    if isinstance(limit, int) and max(args.positions) + args.tokens > limit:
+        notes.append(f"offsets past the model's max_position_embeddings ({limit}) are "
+                     "measured all the same: the drift does not depend on training")
+    if args.json:
+        print(json.dumps({"model": name, "path": args.path, "dtype": args.dtype,
+                          "tokens": args.tokens, "seed": args.seed,
+                          "random_weights": random_weights,
+                          "max_position_embeddings": limit, **result}))
+    else:
+        print(helper.table(result, f"sinpe drift: {name} from {args.path} ({args.dtype}), "
+                           f"{args.tokens} random tokens (seed {args.seed})", notes))
+    if plot is not None:
+        figure = plot.drift(result, title=f"{name} ({args.dtype}): the same tokens at offset s")
+        _save_figure(figure, args.output, force=args.force)
+        print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
 def cmd_bench(argv: Sequence[str]) -> int:
     try:
         bench = importlib.import_module("sinpe.bench")
@@ -301,6 +351,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("-o", "--output", default="pe.png", help="image to write (pe.png)")
     demo.set_defaults(run=cmd_demo)
+
+    drift = commands.add_parser(
+        "drift",
+        help="the same tokens at two offsets: what transformers' RoPE and sinpe's change "
+        "in a model's logits (needs torch and transformers)",
+        description="Place the same tokens at positions 0.. and s.. in a transformers model "
+        "and print what changes (max |logit change|, mean KL, top-1 agreement, the rotary "
+        "caches' error), for the model as it is and patched by sinpe.torch.patch: "
+        "sinpe.torch.drift. Exact RoPE changes nothing.",
+    )
+    drift.add_argument("path", metavar="PATH",
+                       help="a model directory (save_pretrained's; read offline), or a "
+                       "config.json (random weights: they understate the effect)")
+    drift.add_argument("--positions", type=int, nargs="+", metavar="S",
+                       default=[2**10, 2**14, 2**17, 2**20],
+                       help="the offsets s (default 1024 16384 131072 1048576)")
+    drift.add_argument("--tokens", type=int, default=128, help="random tokens (default 128)")
+    drift.add_argument("--seed", type=int, default=0,
+                       help="seed of the tokens and of random weights (default 0)")
+    drift.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                       help="the model's dtype (default float32)")
+    drift.add_argument("--json", action="store_true",
+                       help="print the measurements as JSON instead of a table")
+    drift.add_argument("-o", "--output", help="also draw them to this image (png, pdf, ...)")
+    drift.add_argument("--force", action="store_true", help="overwrite OUTPUT if it exists")
+    drift.set_defaults(run=cmd_drift)
 
     commands.add_parser(
         "bench",

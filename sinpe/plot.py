@@ -38,7 +38,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
         'sinpe.plot needs matplotlib, which is not installed: pip install "matplotlib>=3.6"'
     ) from exc
 
-__all__ = ["columns", "heatmap", "similarity"]
+__all__ = ["columns", "drift", "heatmap", "similarity"]
 
 
 class _Figure(Figure):
@@ -278,3 +278,96 @@ def similarity(
     )
     _colorbar(image, axes)
     return _result(axes, ax)
+
+
+# What each quantity of sinpe.torch.drift's result is, for the axis label.
+_DRIFT_LABELS = {
+    "logits": "max |logits at s - logits at 0|",
+    "kl": "mean KL(p at 0 || p at s), nats",
+    "top1": "share of top-1 tokens kept",
+    "cache": "max |cos, sin - exact|",
+    "scores": "max |score at s - score at 0|",
+}
+
+
+@overload
+def drift(
+    result: Any,
+    quantities: Sequence[str] = ("logits", "kl", "cache"),
+    *,
+    ax: None = None,
+    title: str | None = None,
+    figsize: tuple[float, float] | None = None,
+) -> Figure: ...
+@overload
+def drift(
+    result: Any,
+    quantities: Sequence[str] = ("logits",),
+    *,
+    ax: Axes,
+    title: str | None = None,
+    figsize: tuple[float, float] | None = None,
+) -> Axes: ...
+def drift(
+    result: Any,
+    quantities: Sequence[str] = ("logits", "kl", "cache"),
+    *,
+    ax: Axes | None = None,
+    title: str | None = None,
+    figsize: tuple[float, float] | None = None,
+) -> Figure | Axes:
+    """What moving the same tokens to offset ``s`` changes, against ``s``: transformers'
+    RoPE and sinpe's, one panel per quantity.
+
+    ``result`` is :func:`sinpe.torch.drift`'s dict (or any mapping with the same
+    shape: ``positions`` and, for each quantity ``q``, lists ``q_hf`` and
+    ``q_sinpe``, e.g. the measurements behind the documentation's figures).
+    Offsets are drawn on a base-2 log axis, the quantities on a log axis (linear
+    for shares: ``top1``, and names starting ``accuracy``); a value of 0 cannot be
+    drawn on a log axis and is left out.  With ``ax``, draws the one quantity into
+    it and returns ``ax``; otherwise returns a new Figure.
+
+    >>> import sinpe.plot
+    >>> result = {"positions": [1024, 131072], "logits_hf": [1.6e-3, 0.15],
+    ...           "logits_sinpe": [6.6e-5, 6.0e-5]}
+    >>> fig = sinpe.plot.drift(result, ["logits"])
+    >>> fig.savefig("drift.png")
+    """
+    names = [str(q) for q in ([quantities] if isinstance(quantities, str) else quantities)]
+    missing = [f"{q}_{who}" for q in names for who in ("hf", "sinpe")
+               if f"{q}_{who}" not in result]
+    if not names:
+        raise ValueError("quantities must name at least one quantity (logits, kl, top1, cache)")
+    if missing or "positions" not in result:
+        raise ValueError(f"result must have 'positions' and, for quantities {names}, "
+                         f"lists q_hf and q_sinpe; missing {missing or ['positions']}")
+    if ax is not None and len(names) != 1:
+        raise ValueError(f"with ax=, draw one quantity, got {names}")
+    positions = np.asarray(result["positions"], dtype=np.float64)
+    figure = None
+    if ax is None:
+        figure = _new_figure(figsize or (4.0 * len(names), 3.4))
+        panels = list(np.atleast_1d(figure.subplots(1, len(names))))
+    else:
+        panels = [ax]
+    for axes, name in zip(panels, names):
+        share = name == "top1" or name.startswith("accuracy")
+        for who, label, style in (("hf", "transformers", "o-"), ("sinpe", "sinpe", "s-")):
+            values = np.asarray(result[f"{name}_{who}"], dtype=np.float64)
+            keep = np.ones(values.shape, bool) if share else values > 0
+            axes.plot(positions[keep], values[keep], style, label=label)
+        axes.set_xscale("log", base=2)
+        if not share:
+            axes.set_yscale("log")
+        axes.set_xlabel("offset s of the same tokens")
+        axes.set_ylabel(_DRIFT_LABELS.get(name, name))
+        axes.grid(True, which="major", alpha=0.4)
+        axes.legend()
+    if ax is not None:
+        if title:
+            ax.set_title(title)
+        return ax
+    assert figure is not None
+    if title:
+        figure.suptitle(title)
+    return figure

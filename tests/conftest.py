@@ -174,6 +174,16 @@ def torch():
     return require("torch")
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread(torch):
+    """torch on one thread for a module of tiny models: a second thread only costs
+    (waits; on a loaded machine a lot)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def require_module(dotted: str):
     """Import a module of an optional test requirement by its import name
     ("transformers.models.llama.modeling_llama"): require()'s rules for the package."""

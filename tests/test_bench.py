@@ -83,6 +83,22 @@ def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsy
         assert sections.count(f"rope_ {tuple(shape)} {dtype} ") == len(threads), (shape, out)
 
 
+def test_compiled_section_times_the_small_llama_on_one_and_all_threads(monkeypatch, capsys,
+                                                                       torch):
+    """--compiled: one row per case and thread count, HF's compiled forward and the
+    patched one (the timings stubbed: nothing is compiled)."""
+    monkeypatch.setattr(bench_main, "blocks_in_turn",
+                        lambda timers, *a, **k: {n: 1e-3 for n in timers})
+    assert bench.main(["--compiled", "--quick"]) == 0
+    out = capsys.readouterr().out
+    if optional("transformers") is None:
+        return
+    assert "torch.compile(fullgraph=True) of a small Llama" in out
+    threads = sorted({1, sinpe.get_num_threads()})
+    for label in ("prefill of 512 tokens", "decoding step at position 1024"):
+        assert out.count(f"compiled small Llama, {label} ") == len(threads), (label, out)
+
+
 @pytest.mark.needs("transformers")
 def test_the_first_call_case_reports_its_numbers(torch, monkeypatch, capsys):
     """The first-call rows' case, which the bench runs in a new Python: here in this one
@@ -100,7 +116,12 @@ def test_patch_at_ten_million_positions_reports_its_cost(torch, monkeypatch, cap
     """The long-context rows' patch case, which the bench runs in a new Python: here in
     this one; patch's checks use small tables, whatever max_position_embeddings says."""
     code = bench_long._PATCH.format(config=json.dumps(bench_long.SCOUT))
-    exec(compile(code, "<patch at 10M>", "exec"), {"__name__": "__main__"})
+    namespace = {"__name__": "__main__"}
+    try:
+        exec(compile(code, "<patch at 10M>", "exec"), namespace)
+    finally:  # the swapped apply global is the process's: put HF's back for later tests
+        if "handle" in namespace:
+            namespace["handle"].undo()
     case = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert set(case) == {"seconds", "added_mib", "model_mib"} and case["seconds"] > 0
     from transformers.models.llama import modeling_llama

@@ -176,17 +176,11 @@ def exact_forward(module):
     return forward
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models: torch's second thread only costs (waits, on a loaded machine a lot)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
-def run(request, one_thread):
+def run(request, one_torch_thread):
     """HF's model, its exact float64 reference, and the same model patched then undone."""
     name = request.param
     model = build(name)
@@ -235,7 +229,7 @@ def test_undo_restores_hfs_bits(run):
 
 
 @pytest.fixture(scope="module")
-def llama_pair(one_thread):
+def llama_pair(one_torch_thread):
     """Two Llama models (different weights) and their HF logits."""
     ids = torch.randint(3, VOCAB, (2, 23), generator=torch.Generator().manual_seed(8))
     models = [build("llama", seed) for seed in (0, 1)]
@@ -420,7 +414,7 @@ def test_exact_frequencies_reach_the_rotary_module(llama_pair):
 
 
 @pytest.mark.parametrize("name", ["llama", "gptj"])
-def test_copies_and_pickles_of_a_patched_model_carry_no_patch(name, one_thread):
+def test_copies_and_pickles_of_a_patched_model_carry_no_patch(name, one_torch_thread):
     """copy.deepcopy and pickle (torch.save) of a patched model give HF's model: its
     rotary modules' forward (GPT-J: its sin/cos tables) HF's own, the logits HF's bits;
     patching the copy and undoing that patch also give them back."""
@@ -444,7 +438,7 @@ def test_copies_and_pickles_of_a_patched_model_carry_no_patch(name, one_thread):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_the_kernel_rotates_every_query_and_key_of_a_patched_model(name, one_thread,
+def test_the_kernel_rotates_every_query_and_key_of_a_patched_model(name, one_torch_thread,
                                                                     monkeypatch):
     """On the CPU, in a prefill and in a decoding step: one kernel call per query and
     key of each layer (the layouts attention makes are the kernel's, not torch's

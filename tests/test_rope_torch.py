@@ -27,7 +27,7 @@ import sinpe
 
 torch = require_torch()
 import sinpe.torch as st  # noqa: E402
-import sinpe.torch._rope as rt  # noqa: E402
+import sinpe.torch._rotation as rt  # noqa: E402
 import sinpe.torch._tensors as tensors  # noqa: E402
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]

@@ -40,6 +40,10 @@ transformers' ``LlamaRotaryEmbedding``, forward alone, for a decoding step and a
 prefill and a decoding step) unpatched and under ``sinpe.torch.patch``
 (sinpe/bench/_patch.py).
 
+``--compiled`` times that small Llama's forward under ``torch.compile(fullgraph=True)``
+instead, HF's own and patched (sinpe's caches by one custom op, HF's rotation
+expression fused by inductor), on one thread and on all.
+
 Every figure is a median over repeated rounds.  sinpe and its floor take
 turns round by round (a change of machine load hits both alike); the slower
 NumPy and torch recipes are timed after them, apart, so that torch's

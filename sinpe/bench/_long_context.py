@@ -35,7 +35,7 @@ start = time.perf_counter()
 handle = st.patch(model)
 took = time.perf_counter() - start
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-handle.undo()  # (the test runs this in its own process, whose models stay unpatched)
+handle.undo()  # a test runs this code in the suite's own process
 print(json.dumps({{"seconds": took, "added_mib": (after - before) / 1024,
                   "model_mib": before / 1024}}))
 """

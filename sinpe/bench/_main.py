@@ -10,8 +10,8 @@ from typing import Any, Dict, List, Optional, Sequence
 import sinpe
 from sinpe.bench._decode import decode_cases, print_decode
 from sinpe.bench._hot import ADD_SHAPES, hot_path_cases, print_hot_path
-from sinpe.bench._machine import _header, _load_average, _print_cpu
 from sinpe.bench._long_context import long_context_cases, print_long_context
+from sinpe.bench._machine import _header, _load_average, _print_cpu, _print_versions
 from sinpe.bench._patch import patched_model_cases, print_patched
 from sinpe.bench._pool import (add_pairs, alternation_cases, neighbour_cases,
                                print_alternation, print_neighbour, rope_pairs)
@@ -45,6 +45,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--rope", action="store_true",
                         help="time rotary embeddings (sinpe.torch.rope_) against an in-place "
                              "pass and HF's rotation instead, on 1 and all threads")
+    parser.add_argument("--compiled", action="store_true",
+                        help="time a small Llama's forward under torch.compile instead, "
+                             "HF's own and patched by sinpe.torch.patch")
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
 
@@ -58,6 +61,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.compiled:
+        import torch
+
+        load_before = _load_average()
+        models = patched_model_cases(args.quick, blocks_in_turn, compiled=True)
+        header = _header(args, load_before, str(torch.__version__), "1 and all")
+        _print_versions(header, f"sinpe {header['sinpe']}  torch {header['torch']}",
+                        sys.stdout)
+        print_patched(models, sys.stdout, compiled=True)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"header": header, "models": models}, f, indent=2)
+        return 0
     if args.rope:
         import torch
 

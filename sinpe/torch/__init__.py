@@ -57,10 +57,10 @@ from sinpe.torch._caches import rope_cache
 from sinpe.torch._rope import rope, rope_
 from sinpe.torch._rotary_module import RotaryEmbedding
 from sinpe.torch._tables import PositionalEncoding, add_, encode
-from sinpe.torch.hf import patch
+from sinpe.torch.hf import drift, patch
 
 # Large calls run on torch's own OpenMP threads from now on (sinpe/_openmp.py).
 share_torch_threads(torch)
 
 __all__ = ["PositionalEncoding", "RotaryEmbedding", "add_", "apply_rotary_pos_emb",
-           "apply_rotary_pos_emb_vision", "encode", "patch", "rope", "rope_", "rope_cache"]
+           "apply_rotary_pos_emb_vision", "drift", "encode", "patch", "rope", "rope_", "rope_cache"]

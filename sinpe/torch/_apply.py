@@ -11,8 +11,10 @@ helpers here give each shape HF's result (its bits, dtype and strides: the same 
 with other strides could take other paths in the attention's matmul), with the kernel
 writing each element once on the CPU and HF's own expression elsewhere.  They are on a
 decoding step's path, once per layer: each check costs a fraction of a microsecond, and
-the kernel's own checks are not repeated.  ``_kernel_writes`` is read from
-:mod:`sinpe.torch._tensors` at each call, so that the tests can force torch's path.
+the kernel's own checks are not repeated.  While torch traces (``torch.compile``,
+``torch.export``) every form is HF's expression, which the compiler fuses.
+``_kernel_writes`` is read from :mod:`sinpe.torch._tensors` at each call, so that the
+tests can force torch's path.
 """
 
 import operator
@@ -22,8 +24,8 @@ import torch
 
 import sinpe
 from sinpe.torch import _tensors
-from sinpe.torch._rope import _rotate_half
-from sinpe.torch._tensors import _DTYPE_CODES, _DTYPES, _Memory, _memory
+from sinpe.torch._rotation import _rotate_half
+from sinpe.torch._tensors import _DTYPE_CODES, _DTYPES, _is_dynamo_compiling, _Memory, _memory
 
 _Views = Optional[tuple[_Memory, _Memory]]
 
@@ -34,7 +36,10 @@ def _cache_views(cos: torch.Tensor, sin: torch.Tensor) -> _Views:
     four, with the strides ``torch.empty`` gives (HF's rotary modules make them so):
     :func:`_like` gives HF's strides for those, while caches laid out otherwise can
     change the strides torch gives the size-1 dimensions of its result (HF's expression
-    makes those)."""
+    makes those).  None while torch.compile traces: HF's expression then, which inductor
+    fuses (under torch.export the fake tensors fail the kernel's checks)."""
+    if _is_dynamo_compiling():
+        return None
     if (cos.dtype is sin.dtype and cos.dtype in _DTYPES and cos.layout == torch.strided
             and sin.layout == torch.strided and _tensors._kernel_writes(cos)
             and _tensors._kernel_writes(sin) and _default_strides(cos) and _default_strides(sin)):
@@ -274,6 +279,10 @@ def apply_rotary_pos_emb(
     broadcast to the query's shape, an even rotated width); anything else (other
     devices, caches of two different dtypes, odd widths) runs HF's own expression.
     Differentiable: gradients reach ``q``, ``k``, ``cos`` and ``sin`` (by torch's ops).
+    Under ``torch.compile`` (``fullgraph=True`` too) and ``torch.export`` it is
+    HF's expression, traced: the compiler fuses it as it fuses HF's own (an opaque
+    kernel call would be slower there, measured on a compiled Llama forward), so a
+    compiled patched model is HF's compiled model with sinpe's caches.
 
     Patch it into a model (its logits do not change)::
 
@@ -285,7 +294,7 @@ def apply_rotary_pos_emb(
     del position_ids  # unused, as in HF's own functions that take it
     if type(unsqueeze_dim) is not int:
         unsqueeze_dim = _unsqueeze_dim(unsqueeze_dim)
-    fast = _apply_by_kernel(q, k, cos, sin, unsqueeze_dim)
+    fast = None if _is_dynamo_compiling() else _apply_by_kernel(q, k, cos, sin, unsqueeze_dim)
     if fast is not None:
         return fast
     cos = cos.unsqueeze(unsqueeze_dim)
@@ -303,7 +312,8 @@ def apply_rotary_pos_emb_vision(q: torch.Tensor, k: torch.Tensor, cos: torch.Ten
     ``q * cos + rotate_half(q) * sin`` — and each result cast back to its input's
     dtype.  The same result as transformers' (bits, dtype, shape and strides), with
     sinpe's kernel writing each float32 element once on the CPU (torch's expression
-    elsewhere, and for shapes the kernel refuses).  Differentiable, as HF's is."""
+    elsewhere, and for shapes the kernel refuses).  Differentiable, as HF's is.  Under
+    ``torch.compile`` and ``torch.export``: HF's expression, traced."""
     cos = cos.unsqueeze(-2).float()
     sin = sin.unsqueeze(-2).float()
     views = _cache_views(cos, sin)

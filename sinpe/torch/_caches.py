@@ -2,9 +2,10 @@
 (use it from there).
 
 ``rope_cache`` is ``sinpe.rope`` for torch: the caches written by the kernel into a
-CPU tensor's memory and moved once to the device.  The rotary module
-(:mod:`sinpe.torch._rotary_module`) makes its tables with it, and the multi-axis
-pieces (:mod:`sinpe.torch._multi_axis`) their caches off the CPU.
+CPU tensor's memory and moved once to the device; while torch traces, one
+``sinpe::rope_cache`` node (:mod:`sinpe.torch._ops`) with the same values.  The
+rotary module (:mod:`sinpe.torch._rotary_module`) makes its tables with it, and the
+multi-axis pieces (:mod:`sinpe.torch._multi_axis`) their caches off the CPU.
 """
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ import numpy as np
 import torch
 
 import sinpe
+from sinpe.torch import _ops
 from sinpe.torch._tensors import (
     _check_dtype,
     _device,
     _empty,
     _host_array,
     _host_sections,
+    _is_compiling,
     _kernel_view,
     _moved,
 )
@@ -68,12 +71,25 @@ def rope_cache(
     are checked).  Bad arguments raise sinpe's ``TypeError``/``ValueError``
     before anything is allocated.
 
+    Under ``torch.compile`` (``fullgraph=True`` too) and ``torch.export`` the
+    caches are one custom op, ``sinpe::rope_cache``, of the positions (``offset
+    .. offset + L - 1`` by ``torch.arange``: ``L`` may be a dynamic length), with
+    the same values; ``positions`` and ``freq`` are best given as tensors,
+    ``sections`` as a list.  The positions' values are checked when the op runs
+    (``ValueError``); an exported program runs wherever :mod:`sinpe.torch` is
+    imported.
+
     >>> import torch, sinpe.torch
     >>> cos, sin = sinpe.torch.rope_cache(4, 8, 500000.0, offset=10, dtype=torch.bfloat16)
     >>> cos.shape, sin.dtype
     (torch.Size([4, 8]), torch.bfloat16)
     """
     dtype = _check_dtype(torch.get_default_dtype() if dtype is None else dtype)
+    if _is_compiling():  # torch.compile, torch.export
+        # (torch's default device, as a new tensor's: get_default_device breaks the graph)
+        device = torch.empty(0).device if device is None else torch.device(device)
+        return _traced(L, d, n, offset, positions, layout, freq, scale, dtype, device,
+                       sections, sections_layout)
     device = _device(device)
     columns: dict[str, Any] = {"layout": layout, "scale": scale}
     if n is not None:
@@ -101,6 +117,41 @@ def rope_cache(
         view = _kernel_view
         sinpe.rope(L, d, **columns, **rows, out=(view(cos), view(sin)))
     return _moved(cos, device), _moved(sin, device)
+
+
+def _traced(L: Any, d: int, n: Optional[float], offset: Optional[int], positions: object,
+            layout: str, freq: object, scale: float, dtype: torch.dtype, device: torch.device,
+            sections: object, sections_layout: Optional[str]
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+    """rope_cache while torch traces: one ``sinpe::rope_cache`` node for the positions
+    (``offset .. offset + L - 1`` made by ``torch.arange``: a row's values depend only
+    on its position, so they are the table's), on ``device``.  The rows' arguments
+    are checked here with sinpe's messages, the others by the op's fake
+    implementation, the positions' values when it runs."""
+    if positions is None:
+        if L is None:
+            raise ValueError("rope needs L, or L=None and positions=")
+        if sections is not None:
+            raise ValueError("sections need L=None and positions= with a leading axis of "
+                             "one row per section")
+        start = 0 if offset is None else offset
+        rows = torch.arange(start, start + L, device=device)
+    else:
+        if L is not None:
+            raise ValueError(f"L must be None when positions is given (the rows are the "
+                             f"positions), got L={L}")
+        if offset is not None:
+            raise ValueError(f"offset and positions are exclusive (add the offset to the "
+                             f"positions), got offset={offset}")
+        given, _, _ = _ops.rotation_args(positions, None, None)
+        assert given is not None
+        rows = given.to(device)
+    _, frequencies, listed = _ops.rotation_args(None, freq, sections)
+    caches = _ops.rope_cache(rows, operator.index(d), n=n, freq=frequencies, scale=scale,
+                             layout=layout, dtype=dtype, sections=listed,
+                             sections_layout=sections_layout)
+    assert isinstance(caches, tuple)
+    return caches
 
 
 def _section_kwargs(sections: object, sections_layout: Optional[str]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from torch import nn
 import sinpe
 from sinpe._rope_types import rope_frequencies
 from sinpe.torch import _multi_axis as _vl
+from sinpe.torch import _ops
 from sinpe.torch import _rotary_family as _family
 from sinpe.torch._rotary_tables import (
     Caches,
@@ -308,6 +309,10 @@ class RotaryEmbedding(nn.Module):
     def forward(self, x: torch.Tensor, position_ids: torch.Tensor,
                 layer_type: Optional[str] = None) -> Caches:
         rotary = self._rotary_of(layer_type)
+        if _ops.is_compiling():  # torch.compile, torch.export: one custom op, no .item()
+            traced = _ops.rotary_forward(self, rotary, x, position_ids)
+            if traced is not None:  # (None: dynamic, whose state moves: HF's breaks the graph)
+                return traced
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
         dtype = self.output_dtype

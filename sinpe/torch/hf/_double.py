@@ -28,6 +28,8 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from sinpe.torch._tensors import _is_compiling
+
 _FACTORIES = {torch.arange, torch.zeros, torch.ones, torch.full, torch.empty, torch.tensor,
               torch.linspace, torch.logspace, torch.eye, torch.as_tensor, torch.zeros_like,
               torch.ones_like, torch.full_like, torch.empty_like, torch.rand, torch.randn}
@@ -46,9 +48,10 @@ def _wider(dtype: Any) -> Any:
 class _InDouble(TorchFunctionMode):
     """float32 made float64 (complex64 complex128) wherever a value is made or cast."""
 
-    def __init__(self) -> None:
+    def __init__(self, record: bool = True) -> None:
         super().__init__()
         self.angle = 0.0
+        self.record = record  # the largest angle (a value read: not while torch traces)
 
     def __torch_function__(self, func: Callable[..., Any], types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
@@ -69,7 +72,7 @@ class _InDouble(TorchFunctionMode):
                     "dtype" not in kwargs):
                 return result.to(_WIDER[result.dtype])
             return result
-        elif func in _ANGLES:
+        elif func in _ANGLES and self.record:
             angles = args[1] if func is torch.polar else args[0]
             if isinstance(angles, torch.Tensor) and angles.numel() and not angles.is_complex():
                 self.angle = max(self.angle, float(angles.detach().abs().max()))
@@ -97,11 +100,11 @@ def _has_double(values: Any) -> bool:
 
 
 def run_in_double(module: nn.Module, forward: Callable[..., Any], args: tuple[Any, ...],
-                  kwargs: dict[str, Any]) -> tuple[Any, float]:
+                  kwargs: dict[str, Any], record: bool = True) -> tuple[Any, float]:
     """``forward(*args, **kwargs)`` in double precision, its outputs rounded once, and
-    the largest angle it took the cosine or sine of."""
+    the largest angle it took the cosine or sine of (0.0 unless ``record``)."""
     dtypes = {name: b.dtype for name, b in module.named_buffers()}
-    mode = _InDouble()
+    mode = _InDouble(record)
     try:
         with torch.no_grad(), mode:
             result = forward(*args, **kwargs)
@@ -157,7 +160,13 @@ class DoubleForward:
     ``checked`` False: the first call also runs the module's own forward (on another
     copy) and compares (:func:`caches_differ`); if they differ, that call and every later
     one return the module's own result, ``failed`` says why, and ``on_failure`` is told
-    (the patch records it and warns): never silently wrong."""
+    (the patch records it and warns): never silently wrong.
+
+    Under torch.compile and torch.export the same code is traced, the mode included:
+    one graph, the eager values, no angle recorded.  The first-call check reads values,
+    so an unchecked module's first call is a graph break under torch.compile (which
+    ``fullgraph=True`` turns into an error: call the model once eagerly first, as
+    torch.export needs too)."""
 
     def __init__(self, module: nn.Module, checked: bool,
                  on_failure: Optional[Callable[[str], None]] = None) -> None:
@@ -169,6 +178,16 @@ class DoubleForward:
         self.on_failure = on_failure
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _is_compiling():  # torch.compile, torch.export: the same code, traced
+            if self.failed:
+                return self.own(*args, **kwargs)
+            if not self.checked:  # the first-call check reads values: a graph break
+                return _eager(self, args, kwargs)
+            return run_in_double(self.module, self.own, args, kwargs, record=False)[0]
+        return self.eager(args, kwargs)
+
+    def eager(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A call, not traced: the first one checked against the module's own."""
         if self.failed:
             return self.own(*args, **kwargs)
         got, angle = run_in_double(self.module, self.own, args, kwargs)
@@ -189,3 +208,10 @@ class DoubleForward:
     def run(self, *args: Any) -> tuple[Any, float]:
         """The double run and its largest angle (for the checks)."""
         return run_in_double(self.module, self.own, args, {})
+
+
+@torch.compiler.disable  # type: ignore[untyped-decorator]
+def _eager(double: DoubleForward, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A call of ``double`` that torch.compile does not trace (its first-call check, which
+    reads values): a graph break."""
+    return double.eager(args, kwargs)
