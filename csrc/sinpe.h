@@ -50,12 +50,17 @@ extern "C" {
 /* The most sections (rows of positions) a plan may have. */
 #define SINPE_MAX_SECTIONS 64
 
-typedef enum {
-    SINPE_FLOAT16 = 0, /* IEEE binary16 */
-    SINPE_FLOAT32 = 1,
-    SINPE_FLOAT64 = 2,
-    SINPE_BFLOAT16 = 3 /* the top 16 bits of a float32 */
-} sinpe_dtype;
+/* The element types, in the order of their codes: X(ID, name, bytes) gives
+ * SINPE_<ID> = its code, its name (NumPy's and torch's), and its size. */
+#define SINPE_DTYPES(X)                                                                       \
+    X(FLOAT16, float16, 2) /* IEEE binary16 */                                                \
+    X(FLOAT32, float32, 4)                                                                    \
+    X(FLOAT64, float64, 8)                                                                    \
+    X(BFLOAT16, bfloat16, 2) /* the top 16 bits of a float32 */
+
+#define SINPE_DTYPE_CODE(id, name, bytes) SINPE_##id,
+typedef enum { SINPE_DTYPES(SINPE_DTYPE_CODE) } sinpe_dtype; /* 0, 1, 2, 3 */
+#undef SINPE_DTYPE_CODE
 
 enum {
     SINPE_OK = 0,
@@ -284,14 +289,22 @@ void sinpe_clear_caches(void);
  * same bits; the choice changes only speed.  avx2 includes F16C (every
  * AVX2 CPU has it); avx512_bf16 is avx512 with AVX512_BF16's conversions
  * (Cooper Lake, Sapphire Rapids, Zen 4 and later; not built by MSVC).
- * aarch64 has one level, the baseline (NEON). */
-enum {
-    SINPE_SIMD_BASELINE = 0,
-    SINPE_SIMD_AVX2 = 1,
-    SINPE_SIMD_AVX512 = 2,
-    SINPE_SIMD_AVX512_BF16 = 3,
-    SINPE_SIMD_LEVELS = 4
-};
+ * aarch64 has one level, the baseline (NEON).
+ *
+ * The levels, from the least to the best: X(ID, name, cpu) gives
+ * SINPE_SIMD_<ID> = its number, the name SINPE_SIMD spells, and the CPU
+ * features its loops use (core/platform.h's SINPE_CPU_*, which a CPU must
+ * have, and its OS save the registers of, for the level to run there).
+ * Each level's loops are csrc/kernels/levels/<name>.c. */
+#define SINPE_SIMD_LIST(X)                                                                    \
+    X(BASELINE, baseline, 0)                                                                  \
+    X(AVX2, avx2, SINPE_CPU_AVX2)                                                             \
+    X(AVX512, avx512, SINPE_CPU_AVX2 | SINPE_CPU_AVX512)                                      \
+    X(AVX512_BF16, avx512_bf16, SINPE_CPU_AVX2 | SINPE_CPU_AVX512 | SINPE_CPU_AVX512_BF16)
+
+#define SINPE_SIMD_NUMBER(id, name, cpu) SINPE_SIMD_##id,
+enum { SINPE_SIMD_LIST(SINPE_SIMD_NUMBER) SINPE_SIMD_LEVELS }; /* 0, 1, 2, 3; 4 levels */
+#undef SINPE_SIMD_NUMBER
 
 /* Chooses the level by name (NULL or "": the best available), at any time
  * and from any thread; calls already running finish on the level they
@@ -305,8 +318,7 @@ int sinpe_simd_level(void);
 int sinpe_simd_available(int level);
 
 /* A level's name as SINPE_SIMD spells it ("baseline", "avx2", "avx512",
- * "avx512_bf16"),
- * or NULL for a number that is not a level. */
+ * "avx512_bf16"), or NULL for a number that is not a level. */
 const char *sinpe_simd_name(int level);
 
 #ifdef __cplusplus

@@ -1,19 +1,21 @@
 /*
  * The parts of the fuzz target (fuzz_kernels.c) that know nothing about a
  * plan: reading the input, failure reports, element formats with a
- * reference of their own, memory layouts inside guard zones, a cancel
- * callback and the plain driver.  Included once (one translation unit), so
- * everything here is static.
+ * reference of their own, memory layouts inside guard zones and a cancel
+ * callback.  Included once (one translation unit), so everything here is
+ * static.
  *
  * Nothing here may come from csrc/ but the public header: the element
  * decoders and the rounding to each dtype are written independently of
- * csrc/float16.h and csrc/elements.h, so that a wrong rounding there cannot
- * hide behind the same wrong rounding here.
+ * csrc/core/float16.h and csrc/core/elements.h, so that a wrong rounding
+ * there cannot hide behind the same wrong rounding here.
  */
 #ifndef SINPE_FUZZ_COMMON_H
 #define SINPE_FUZZ_COMMON_H
 
 #include "sinpe.h"
+
+#include "fuzz_random.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -64,14 +66,8 @@ static ptrdiff_t below_size(reader *r, ptrdiff_t limit) /* 0 .. limit - 1, limit
 }
 
 /* Bulk data (element bytes, positions, frequencies) comes from a generator
- * seeded by the input: a few input bytes then steer kilobytes of data. */
-static uint64_t splitmix(uint64_t *state)
-{
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
+ * (fuzz_random.h) seeded by the input: a few input bytes then steer
+ * kilobytes of data. */
 
 static double unit(uint64_t *state) /* uniform in [0, 1) */
 {
@@ -191,7 +187,7 @@ static double load(const char *at, sinpe_dtype dtype, int swapped)
  * emin (subnormals below) and largest finite value `largest`, rounded to
  * nearest, ties to even: scale by the quantum of v's binade (a power of two,
  * so exact), let rint round in the default mode, scale back.  Independent
- * of the kernel's bit manipulation (csrc/float16.h). */
+ * of the kernel's bit manipulation (csrc/core/float16.h). */
 static double round_format(double v, int precision, int emin, double largest)
 {
     if (!isfinite(v) || v == 0.0) return v;
@@ -376,70 +372,5 @@ static int cancel_after(void *context)
     if (!pthread_equal(pthread_self(), state->caller)) fail("the cancel callback ran on a helper thread");
     return ++state->calls > state->stop_after;
 }
-
-/* ------------------------------------------------------------------ */
-/* The plain driver (no libFuzzer): replay the files given, or run random
- * inputs of up to max_length bytes from a seeded generator for SECONDS.
- * Returns the number of random inputs run, or -1 after a replay. */
-#ifdef SINPE_FUZZ_MAIN
-#include <signal.h>
-#include <time.h>
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-void __sanitizer_set_death_callback(void (*callback)(void)); /* sanitizer/common_interface_defs.h */
-
-static void report_on_abort(int signal_number)
-{
-    report_input(); /* not async-signal-safe, but the process is dying anyway */
-    signal(signal_number, SIG_DFL);
-    raise(signal_number);
-}
-
-/* Replay when the first argument is a file (corpus files are often named
- * by a hash that starts with a digit), else SECONDS [SEED]. */
-static int is_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (f != NULL) fclose(f);
-    return f != NULL;
-}
-
-static long plain_driver(const char *name, int argc, char **argv, size_t max_length, double *seconds)
-{
-    /* A sanitizer's report is about the kernel: say which call made it
-     * (libFuzzer writes the input to a file itself).  ASan calls the death
-     * callback; gcc's UBSan runtime does not, but aborts when told to
-     * (fuzz/run.sh: abort_on_error=1). */
-#if defined(__SANITIZE_ADDRESS__)
-    __sanitizer_set_death_callback(report_input);
-#endif
-    signal(SIGABRT, report_on_abort);
-    if (argc > 1 && is_file(argv[1])) {
-        for (int i = 1; i < argc; ++i) {
-            FILE *f = fopen(argv[i], "rb");
-            if (f == NULL) { perror(argv[i]); exit(2); }
-            uint8_t input[4096];
-            const size_t got = fread(input, 1, sizeof input, f);
-            fclose(f);
-            LLVMFuzzerTestOneInput(input, got);
-        }
-        printf("%s: %d inputs replayed, no failure\n", name, argc - 1);
-        return -1;
-    }
-    *seconds = argc > 1 ? atof(argv[1]) : 60.0;
-    uint64_t state = argc > 2 ? strtoull(argv[2], NULL, 0) : 1;
-    const time_t start = time(NULL);
-    long runs = 0;
-    uint8_t input[256];
-    max_length = max_length < sizeof input ? max_length : sizeof input;
-    while (difftime(time(NULL), start) < *seconds) {
-        const size_t length = 16 + splitmix(&state) % (max_length - 16);
-        for (size_t i = 0; i < length; ++i) input[i] = (uint8_t)splitmix(&state);
-        LLVMFuzzerTestOneInput(input, length);
-        ++runs;
-    }
-    return runs;
-}
-#endif
 
 #endif /* SINPE_FUZZ_COMMON_H */

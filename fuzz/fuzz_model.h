@@ -3,7 +3,7 @@
  * against: which calls are valid (expect_status), which value every column
  * holds (the column map and a libm double reference with a derived error
  * bound), and an add's and a rotation's arithmetic, bit for bit.  Independent of csrc/ but
- * for the schedules' frequencies: the public header and csrc/pow.h are
+ * for the schedules' frequencies: the public header and csrc/core/pow.h are
  * included, and the add is this file's own arithmetic, not csrc's
  * sinpe_add_elem.
  */
@@ -11,7 +11,7 @@
 #define SINPE_FUZZ_MODEL_H
 
 #include "fuzz_common.h"
-#include "pow.h"
+#include "core/pow.h"
 
 enum { OP_TABLE, OP_ADD, OP_ROPE, OP_GRID, OP_ROTATE };
 enum { POS_RANGE, POS_INTS, POS_REALS, POS_GRID };
@@ -93,7 +93,7 @@ typedef struct {
 
 /* Frequencies of a schedule for width d: paper n**(-2k/d), k < ceil(d/2);
  * fairseq n**(-k / max(d/2 - 1, 1)), k < d/2.  The same exponents as the
- * kernel's and its correctly rounded pow (csrc/pow.h, which
+ * kernel's and its correctly rounded pow (csrc/core/pow.h, which
  * tests/test_frequencies.py checks against mpmath), not libm's, whose last
  * bit may differ: an explicit array of them must give the same bits. */
 static double *schedule_freq(sinpe_schedule schedule, double n, ptrdiff_t d, ptrdiff_t *m)
@@ -595,7 +595,7 @@ static int columns_expect(const call_t *c)
     if (d < 1 || (p->rope && d % 2 != 0)) return EXPECT_INVALID;
     /* sinpe.h defines an add of "the table" and RoPE caches of a table's
      * pairs: an add of RoPE caches or of a grid, and RoPE caches of a grid,
-     * have no defined values (run.c rejects the first two). */
+     * have no defined values (csrc/plan/checks.c rejects the first two). */
     if (p->add && (p->rope || p->split != NULL || !isfinite(p->scale))) return EXPECT_INVALID;
     if (p->rope && !isfinite(p->scale)) return EXPECT_INVALID; /* caches times scale */
     if (p->rope && p->split != NULL) return EXPECT_INVALID;

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Builds the fuzz target with the C kernels (csrc/ without the CPython
-# binding) under AddressSanitizer, UndefinedBehaviorSanitizer and
-# LeakSanitizer, with the release build's flags, and runs it:
+# Builds the fuzz target with the C library (csrc/ without the CPython
+# binding's csrc/python/: csrc/library.sh) under AddressSanitizer,
+# UndefinedBehaviorSanitizer and LeakSanitizer, with the release build's
+# flags, and runs it:
 #   kernels   fuzz/fuzz_kernels.c   sinpe_run (sinpe.h), every knob of the plan: tables, adds,
 #                                   RoPE caches, grids, positions, padding, frequencies,
 #                                   dtypes, strides, inputs inside outputs, threads, cancel
-#             fuzz/fuzz_model.h     what sinpe.h promises: valid calls, values, add arithmetic
+#             fuzz/fuzz_pick.h      the call an input describes
 #             fuzz/fuzz_checks.h    the checks: bytes, values, companions, identities, aliasing
-#             fuzz/fuzz_common.h    input reader, element formats, memory layouts, plain driver
+#             fuzz/fuzz_model.h     what sinpe.h promises: valid calls, values, add arithmetic
+#             fuzz/fuzz_common.h    input reader, element formats, memory layouts
+#   fuzz/driver.c                   the plain driver, linked with a target (fuzz/fuzz_target.h)
+#                                   in place of libFuzzer
 #
 #   fuzz/run.sh                       # 180 s; libFuzzer if clang has it, else the plain driver
 #   SINPE_FUZZ_SECONDS=600 fuzz/run.sh
@@ -35,11 +39,9 @@ done
 share=$(( seconds / ${#targets[@]} ))
 [ "$share" -ge 1 ] || share=1
 
-sources=()
-for source in "$root"/csrc/*.c; do
-  # the CPython binding's files (args.h's users) need Python.h: not the library
-  grep -q '^#include "args.h"' "$source" || sources+=("$source")
-done
+# shellcheck source=csrc/library.sh
+. "$root/csrc/library.sh"
+mapfile -t sources < <(library_sources "$root")
 # setup.py's flags (the code paths that ship), plus the sanitizers and -g.
 flags=(-O3 -std=c11 -ffp-contract=off -fno-math-errno -g -fno-omit-frame-pointer
        -fsanitize=address,undefined -fno-sanitize-recover=all -pthread -I"$root/csrc")
@@ -77,16 +79,20 @@ if [ "$engine" = libfuzzer ]; then
 else
   cc="${CC:-gcc}"
   kernel_flags=()
-  target_flags=(-DSINPE_FUZZ_MAIN)
+  target_flags=("$root/fuzz/driver.c")
 fi
-(cd "$objects" && "$cc" "${flags[@]}" ${kernel_flags[@]+"${kernel_flags[@]}"} -c "${sources[@]}")
+# one object per source, named by its path under csrc/ (two folders may hold a file of one name)
+for source in "${sources[@]}"; do
+  object=${source#"$root/csrc/"}
+  "$cc" "${flags[@]}" ${kernel_flags[@]+"${kernel_flags[@]}"} -c "$source" -o "$objects/${object//\//_}.o"
+done
 
 run_target() {
   local target=$1
   shift
   local binary="$out/fuzz_$target-$engine"
   rm -f "$binary"
-  "$cc" "${flags[@]}" "${target_flags[@]}" "$root/fuzz/fuzz_$target.c" "$objects"/*.o -lm -o "$binary" || return
+  "$cc" "${flags[@]}" "$root/fuzz/fuzz_$target.c" "${target_flags[@]}" "$objects"/*.o -lm -o "$binary" || return
   if [ $# -gt 0 ]; then
     "$binary" "$@"
   elif [ "$engine" = libfuzzer ]; then

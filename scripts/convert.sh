@@ -1,8 +1,9 @@
 #!/bin/bash
-# The vector conversions of the 16-bit formats (csrc/convert.h) at every
+# The vector conversions of the 16-bit formats (csrc/kernels/vec.h) at every
 # x86-64 SIMD level this CPU has, against float16.h's scalar definitions for
 # all 2**32 floats and all 2**16 16-bit values (scripts/convert_check.c).
-# Run by hand after changing convert.h, rotate_exact.h or float16.h; 1-2 minutes a level.
+# Run by hand after changing csrc/kernels/vec.h, csrc/kernels/isa/ or float16.h;
+# 1-2 minutes a level.
 #   bash scripts/convert.sh [LEVEL...]   (default: every level the CPU has)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,12 +12,12 @@ trap 'rm -rf "$work"' EXIT
 [ "$(uname -m)" = x86_64 ] || { echo "convert.sh: x86-64 only (elsewhere the loops use float16.h)"; exit 0; }
 lscpu | grep -m1 'Model name' || true
 
-# level: the loops file's macros and the instructions its pragma enables
+# level: the level file's macros (csrc/kernels/levels/) and the instructions its pragma enables
 declare -A flags cpu
 flags[baseline]=""
-flags[avx2]="-DSINPE_LOOPS_AVX=1 -mavx2 -mf16c"
-flags[avx512]="-DSINPE_LOOPS_AVX=1 -DSINPE_LOOPS_AVX512=1 -mavx2 -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl"
-flags[avx512_bf16]="${flags[avx512]} -DSINPE_LOOPS_BF16=1 -mavx512bf16"
+flags[avx2]="-DSINPE_ISA_AVX2=1 -mavx2 -mf16c"
+flags[avx512]="-DSINPE_ISA_AVX512=1 -mavx2 -mf16c -mavx512f -mavx512bw -mavx512dq -mavx512vl"
+flags[avx512_bf16]="${flags[avx512]} -DSINPE_ISA_BF16=1 -mavx512bf16"
 cpu[baseline]=sse2
 cpu[avx2]="avx2 f16c"
 cpu[avx512]="avx512f avx512bw avx512dq avx512vl"

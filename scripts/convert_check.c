@@ -1,5 +1,5 @@
 /*
- * Every vector conversion of one SIMD level (csrc/convert.h, through
+ * Every vector conversion of one SIMD level (csrc/kernels/vec.h, through
  * scripts/convert_level.c) against float16.h's scalar definitions, for
  * every float (2**32) and every 16-bit value (2**16), bfloat16 and
  * float16:
@@ -18,15 +18,15 @@
  *            NaN, which the narrowing reports) only where allowed
  * A reported vector's elements are each checked again alone (every lane
  * holding it), so that no element escapes because a neighbour was
- * reported.  The exact rotations' conversions (rotate_exact.h) too: their
- * widening and narrowing of VF_LANES elements in order, the same way, and
- * their rounding of doubles to odd floats against sinpe_float_odd for
+ * reported.  The exact rotations' conversions (kernels/vec.h's doubles)
+ * too: their widening and narrowing of VF_LANES elements in order, the same
+ * way, and their rounding of doubles to odd floats against sinpe_float_odd for
  * every float f as a double, the midpoint between f and the next float
  * (a tie) and the doubles one step on either side of that midpoint, and
  * for doubles past the float range and the specials.  Run by scripts/convert.sh; prints counts, exits 1 on any
  * mismatch.
  */
-#include "platform.h"
+#include "core/platform.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -34,7 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "float16.h"
+#include "core/float16.h"
 
 int level_lanes(void);
 void level_seq_widen(int f16, const uint16_t *in, float *out, size_t n);

@@ -1,20 +1,18 @@
 /*
- * One SIMD level's vector conversions (csrc/convert.h, and the exact
- * rotations' in rotate_exact.h) behind plain functions over arrays, for
- * scripts/convert_check.c.  Built once per
+ * One SIMD level's vector conversions (csrc/kernels/vec.h on its ISA's
+ * header, csrc/kernels/isa/, the exact rotations' too) behind plain
+ * functions over arrays, for scripts/convert_check.c.  Built once per
  * level by scripts/convert.sh with that level's -m flags and the macros
- * its loops file defines (SINPE_LOOPS_AVX, SINPE_LOOPS_AVX512,
- * SINPE_LOOPS_BF16; none: the baseline).
+ * its level file defines (SINPE_ISA_AVX2, SINPE_ISA_AVX512,
+ * SINPE_ISA_BF16; none: the baseline).
  */
-#include "platform.h"
+#include "core/platform.h"
 
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "convert.h"
-#define SINPE_LOOPS unused /* rotate_exact.h is a part of the loops */
-#include "rotate_exact.h"
+#include "kernels/vec.h"
 
 #define PAIR (2 * VF_LANES) /* the elements of one vi */
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The same output bits on every platform: builds the C library (csrc/
-# without the CPython binding) and scripts/platforms_check.c with the
-# release flags for every toolchain this Debian machine has, runs each
-# build, and holds its hash lines against the native gcc build's:
+# without the CPython binding's csrc/python/: csrc/library.sh) and
+# scripts/platforms_check.c with the release flags for every toolchain this
+# Debian machine has, runs each build, and holds its hash lines against the
+# native gcc build's:
 #
 #   native    gcc, glibc (the reference)
 #   clang     clang, glibc
@@ -70,11 +71,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-sources=()
-for source in "$root"/csrc/*.c; do
-  # the CPython binding's files (args.h's users) need Python.h: not the library
-  grep -q '^#include "args.h"' "$source" || sources+=("$source")
-done
+# shellcheck source=csrc/library.sh
+. "$root/csrc/library.sh"
+mapfile -t sources < <(library_sources "$root")
 flags=(-O3 -std=c11 -ffp-contract=off -fno-math-errno -I"$root/csrc")
 
 # name: compiler, its own flags, the command that runs a binary (empty: itself)

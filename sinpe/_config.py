@@ -14,7 +14,9 @@ import sinpe._core as _core
 
 __version__ = "0.1.0"
 
-# SINPE_SIMD's names as people say them; the baseline depends on the CPU family
+# How people write a level's name.  The levels themselves, their names and order, are
+# the extension's (_core._simd_levels(), from csrc/sinpe.h's list): a level without a
+# label here shows its own name.  The baseline's label depends on the CPU family.
 _LEVEL_LABELS = {"avx2": "AVX2", "avx512": "AVX-512", "avx512_bf16": "AVX-512 with AVX512_BF16"}
 _BASELINE_LABELS = {"x86_64": "x86-64 baseline (SSE2)", "AMD64": "x86-64 baseline (SSE2)",
                     "aarch64": "NEON", "arm64": "NEON", "ARM64": "NEON"}

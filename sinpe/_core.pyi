@@ -1,4 +1,4 @@
-"""Type stubs for the C extension sinpe._core (see csrc/module.c for the docstrings)."""
+"""Type stubs for the C extension sinpe._core (see csrc/python/docstrings.h for the docstrings)."""
 # The overload-overlap ignores below are needed with NumPy 2's type stubs and
 # unused with NumPy 1's; CI type-checks under both.
 # mypy: disable-error-code="unused-ignore"
@@ -13,6 +13,9 @@ MAX_POSITION: Final[int]
 MIN_BASE: Final[float]
 MAX_BASE: Final[float]
 _compiler: Final[str]  # the compiler that built the kernels (show_config)
+# sinpe.h's dtype codes by name ({"float16": 0, "float32": 1, ...}): what a tensor's memory
+# carries to the private entries below
+_dtype_codes: Final[dict[str, int]]
 
 def _simd_levels() -> tuple[str, list[str]]: ...  # (level in use, levels the CPU has)
 def _select_simd(level: str, /) -> bool: ...  # tests: run another level's loops

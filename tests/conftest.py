@@ -63,7 +63,7 @@ U32 = 2.0**-24  # unit roundoff of float32; also 1 ulp of a float32 in [0.5, 1)
 #   errors give <= 2 sqrt(2) SINCOS_ERROR, the two products round by <= u/2
 #   each and the sum by <= u (half an ulp of a result that may reach 1).
 # SINCOS_ERROR is the documented accuracy of the kernel's own vectorised
-# sincos (csrc/sincos.h: "absolute error below ~4e-16"); a libm sin/cos
+# sincos (csrc/core/sincos.h: "absolute error below ~4e-16"); a libm sin/cos
 # (< 1 ulp = 2**-53 absolute on [-1, 1]) is inside it.
 RESTART_ROWS = 64
 SINCOS_ERROR = 4e-16

@@ -108,6 +108,17 @@ def test_num_threads_round_trip():
     assert sinpe.get_num_threads() == before
 
 
+def test_dtype_codes_are_the_c_apis():
+    """_core._dtype_codes: sinpe.h's codes by name, which a tensor's memory carries to the
+    extension; each code means its dtype."""
+    codes = sinpe._core._dtype_codes
+    assert codes == {"float16": 0, "float32": 1, "float64": 2, "bfloat16": 3}
+    for name in ("float16", "float32", "float64"):
+        x = np.zeros((4, 8), name)
+        sinpe._core._add_tensor(x.ctypes.data, x.shape, (8, 1), codes[name], 10000.0, 0, -2, 1.0)
+        np.testing.assert_array_equal(x, sinpe.encode(4, 8, dtype=name))
+
+
 NUMPYDOC_SECTIONS = ["Parameters\n----------\n", "Returns\n-------\n", "Raises\n------\n", "Examples\n--------\n"]
 
 

@@ -1,6 +1,6 @@
 """The schedules' frequencies are the correctly rounded ``n ** e``, bit for bit.
 
-sinpe computes ``w_k = n ** e_k`` with its own pow (``csrc/pow.h``), not the
+sinpe computes ``w_k = n ** e_k`` with its own pow (``csrc/core/pow.h``), not the
 platform's libm, so that a table's bits are a function of its arguments alone on
 every platform.  ``e_k`` is the double the C code forms (paper ``-(2k) / d``,
 fairseq ``-k / max(d // 2 - 1, 1)``, one rounding each), and ``w_k`` must be the
@@ -78,7 +78,7 @@ HARD_CASES = (
 
 
 def exponents(d: int, schedule: str, ks) -> np.ndarray:
-    """The doubles e_k of csrc/table.c: step * k exact, one rounding in the division
+    """The doubles e_k of csrc/plan/frequencies.c: step * k exact, one rounding in the division
     (NumPy divides elementwise with IEEE division, as C does)."""
     k = np.asarray(ks, dtype=np.float64)
     if schedule == "paper":

@@ -1,6 +1,6 @@
 """Every code path of the kernels, against the float64 reference and against each other.
 
-The kernels choose a path per call (csrc/plan.c, csrc/run.c, csrc/rows.c):
+The kernels choose a path per call (csrc/plan/, csrc/exec/, csrc/kernels/rows.c):
 one thread or several; feature tiles of 1024 lanes; cached step tables or,
 for wide tables (d > 4096), step rows built per tile; plain contiguous loops,
 the element-by-element writer (float16, byte-swapped, strided, unaligned),

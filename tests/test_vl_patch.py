@@ -42,10 +42,12 @@ from conftest import require, require_module, require_torch
 
 torch = require_torch()
 transformers = require("transformers")
-from test_patch import floor, gap, one_thread, same  # noqa: E402,F401 (one_thread: autouse)
+from test_patch import floor, gap, same  # noqa: E402
 
 import sinpe  # noqa: E402
 import sinpe.torch as st  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 IMAGE, VISION_START, VISION_END, VIDEO = 90, 91, 92, 93
 SHIFT = 3000  # positions where HF's float32 angles are off by ~2e-4

@@ -36,18 +36,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--threads", type=int, metavar="K",
                         help="sinpe threads (default: sinpe.get_num_threads())")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch recipes")
-    parser.add_argument("--hot-path", action="store_true",
-                        help="time only the hot path (add_ of a training or decoding step, "
-                             "on one thread and on all, against torch and NumPy)")
-    parser.add_argument("--variants", action="store_true",
-                        help="time the variants (layouts, schedules, positions, RoPE, grids) "
-                             "against the default table instead")
-    parser.add_argument("--rope", action="store_true",
-                        help="time rotary embeddings (sinpe.torch.rope_) against an in-place "
-                             "pass and HF's rotation instead, on 1 and all threads")
-    parser.add_argument("--compiled", action="store_true",
-                        help="time a small Llama's forward under torch.compile instead, "
-                             "HF's own and patched by sinpe.torch.patch")
+    # the modes, each timing something else than the tables
+    for flag, text in (
+        ("--hot-path", "time only the hot path (add_ of a training or decoding step, "
+                       "on one thread and on all, against torch and NumPy)"),
+        ("--variants", "time the variants (layouts, schedules, positions, RoPE, grids) "
+                       "against the default table instead"),
+        ("--rope", "time rotary embeddings (sinpe.torch.rope_) against an in-place "
+                   "pass and HF's rotation instead, on 1 and all threads"),
+        ("--compiled", "time a small Llama's forward under torch.compile instead, "
+                       "HF's own and patched by sinpe.torch.patch"),
+    ):
+        parser.add_argument(flag, action="store_true", help=text)
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
 

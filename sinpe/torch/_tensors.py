@@ -31,12 +31,10 @@ Device = Union[str, torch.device]
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _SUPPORTED = "torch.float16, torch.bfloat16, torch.float32 or torch.float64"
-# sinpe_dtype's codes (the C enum of csrc/sinpe.h) by name, for the kernel's entries on
-# tensor memory: the binding's own table where it publishes one, else this mirror of
-# the enum.  Read once: a decode step's add takes ~2 us.
-_CODES_BY_NAME: dict[str, int] = (getattr(_core, "_dtype_codes", None)
-                                  or {"float16": 0, "float32": 1, "float64": 2, "bfloat16": 3})
-_DTYPE_CODES = {dtype: _CODES_BY_NAME[str(dtype).removeprefix("torch.")] for dtype in _DTYPES}
+# sinpe_dtype's codes by torch dtype, for the kernel's entries on tensor memory: the
+# binding's table (_core._dtype_codes, by name, from csrc/sinpe.h's SINPE_DTYPES list),
+# the one source of truth.  Read once: a decode step's add takes ~2 us.
+_DTYPE_CODES = {dtype: _core._dtype_codes[str(dtype).removeprefix("torch.")] for dtype in _DTYPES}
 _PLAIN_TENSORS = (torch.Tensor, nn.Parameter)
 _is_functorch_wrapped: Callable[[torch.Tensor], bool] = (
     torch._C._functorch.is_functorch_wrapped_tensor)

@@ -1,8 +1,0 @@
-/*
- * The hot loops (loops.h) for every CPU of the architecture: x86-64's SSE2,
- * aarch64's NEON.  The only level on aarch64 and other CPUs.
- */
-#include "kernels.h"
-
-#define SINPE_LOOPS sinpe_loops_baseline
-#include "loops.h"
