@@ -321,7 +321,7 @@ def test_positions_past_a_frequency_switch_are_refused(rope):
         st.drift(model, ids, positions=[56, 57])
     got = st.drift(model, ids, positions=[56])  # 56 + 8 = 64 positions: short of the switch
     # half an ulp of the largest float32 value below the attention factor (longrope's > 1)
-    largest = np.nextafter(np.float32(model.model.rotary_emb.attention_scaling), 0)
+    largest = np.nextafter(np.float32(model.model.rotary_emb.attention_scaling), np.float32(0))
     assert got["cache_sinpe"][0] <= np.spacing(largest) / 2 + 70 * U53
 
 

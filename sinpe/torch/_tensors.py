@@ -56,8 +56,11 @@ _increment_versions: Callable[[tuple[torch.Tensor, ...]], None] = getattr(
 # NumPy dtype metadata naming the torch element type, so that sinpe stores
 # bfloat16 (which NumPy lacks) and computes add_ with torch's rule for half
 # types (each operation in float32, the scale rounded to float32).
-_FLOAT16_VIEW = np.dtype(np.float16, metadata={"sinpe": "torch.float16"})
-_BFLOAT16_VIEW = np.dtype(np.int16, metadata={"sinpe": "torch.bfloat16"})
+# (NumPy 1's stubs lack dtype's metadata argument.)
+_FLOAT16_VIEW = np.dtype(np.float16,  # type: ignore[call-overload, unused-ignore]
+                         metadata={"sinpe": "torch.float16"})
+_BFLOAT16_VIEW = np.dtype(np.int16,  # type: ignore[call-overload, unused-ignore]
+                          metadata={"sinpe": "torch.bfloat16"})
 
 
 def _kernel_view(tensor: torch.Tensor) -> NDArray[Any]:

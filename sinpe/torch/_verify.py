@@ -188,4 +188,5 @@ def frequency_error(params: Mapping[str, Any], head_dim: int, freq: NDArray[np.f
     s = (q - low) / (high - low)
     ds = _U * (q * (power + 4.0) + np.abs(q - low) + low) / (high - low) + 2.0 * _U * np.abs(s)
     smoothing = np.where(medium, w0 * (1.0 - 1.0 / factor) * ds, 0.0)
-    return (power + 1.0 + np.where(medium, 6.0, 2.0)) * _U * freq + smoothing
+    return np.asarray((power + 1.0 + np.where(medium, 6.0, 2.0)) * _U * freq + smoothing,
+                      np.float64)

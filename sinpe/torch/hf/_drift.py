@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
+from numpy.typing import NDArray
 import torch
 from torch import nn
 
@@ -47,7 +48,7 @@ class _Rotary:
     name: str
     module: nn.Module
     layer_type: Optional[str]
-    freq: np.ndarray  # float64 values of the float32 frequencies
+    freq: NDArray[np.float64]  # float64 values of the float32 frequencies
     scaling: float
     layout: str = "concatenated"
 
@@ -58,7 +59,8 @@ class _Rotary:
             return out.real, out.imag
         return tuple(out[:2])
 
-    def exact(self, positions: torch.Tensor, layout: str) -> tuple[np.ndarray, np.ndarray]:
+    def exact(self, positions: torch.Tensor,
+              layout: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         angles = positions.double().cpu().numpy()[..., None] * self.freq
         cos, sin = np.cos(angles) * self.scaling, np.sin(angles) * self.scaling
         if layout == "concatenated":
