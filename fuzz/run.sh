@@ -81,11 +81,23 @@ else
   kernel_flags=()
   target_flags=("$root/fuzz/driver.c")
 fi
-# one object per source, named by its path under csrc/ (two folders may hold a file of one name)
+# one object per source, named by its path under csrc/ (two folders may hold a file of one
+# name); as many compilers at a time as there are CPUs (sanitized -O3 builds take minutes)
+compilers=$(nproc 2>/dev/null || echo 1)
+running=()
+built=0
 for source in "${sources[@]}"; do
   object=${source#"$root/csrc/"}
-  "$cc" "${flags[@]}" ${kernel_flags[@]+"${kernel_flags[@]}"} -c "$source" -o "$objects/${object//\//_}.o"
+  "$cc" "${flags[@]}" ${kernel_flags[@]+"${kernel_flags[@]}"} -c "$source" \
+    -o "$objects/${object//\//_}.o" &
+  running+=($!)
+  if [ "${#running[@]}" -ge "$compilers" ]; then
+    wait "${running[0]}" || built=1
+    running=("${running[@]:1}")
+  fi
 done
+for pid in ${running[@]+"${running[@]}"}; do wait "$pid" || built=1; done
+[ "$built" -eq 0 ] || { echo "fuzz/run.sh: the library did not compile" >&2; exit 1; }
 
 run_target() {
   local target=$1
