@@ -205,11 +205,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_drift(args: argparse.Namespace) -> int:
     try:
+        # by name, as sinpe.bench: mypy then reads no torch where torch is not installed
         helper = importlib.import_module("sinpe.torch.hf._drift_cli")
-        import transformers  # noqa: F401  (drift's models are transformers models)
+        importlib.import_module("transformers")  # drift's models are transformers models
     except ImportError as exc:
         raise CommandError(f"sinpe drift needs torch and transformers: {exc}") from exc
-    from sinpe.torch import drift
+    drift = importlib.import_module("sinpe.torch").drift
 
     plot = _plot_module() if args.output else None  # before the work: matplotlib present?
     if args.output and not args.force and os.path.lexists(args.output):
