@@ -11,7 +11,7 @@
 #   aarch64   aarch64-linux-gnu-gcc, run under qemu-aarch64
 #   windows   x86_64-w64-mingw32-gcc, static, run under wine64
 #   portable  gcc -DSINPE_FORCE_PORTABLE=1 (the fallbacks MSVC builds use)
-#   baseline, avx2, avx512   gcc, run with SINPE_SIMD naming that SIMD level
+#   baseline, avx2, avx512   native's binary, run with SINPE_SIMD naming that SIMD level
 #             (a level the CPU lacks falls back to the best it has; native
 #             runs the best, avx512_bf16 where the CPU has it)
 #
@@ -87,6 +87,8 @@ cc[portable]=gcc;                 extra[portable]="-DSINPE_FORCE_PORTABLE=1 -pth
 cc[baseline]=gcc;                 extra[baseline]="-pthread"; runner[baseline]="env SINPE_SIMD=baseline"
 cc[avx2]=gcc;                     extra[avx2]="-pthread"; runner[avx2]="env SINPE_SIMD=avx2"
 cc[avx512]=gcc;                   extra[avx512]="-pthread"; runner[avx512]="env SINPE_SIMD=avx512"
+# The SIMD levels run native's very binary (the same compiler and flags): one build, not four.
+declare -A same_build=([baseline]=native [avx2]=native [avx512]=native)
 all="native clang musl aarch64 windows portable baseline avx2 avx512"
 read -r -a platforms <<<"native ${SINPE_PLATFORMS:-$all}"
 # native once, first
@@ -106,7 +108,8 @@ needs() {
 }
 
 binary() { # $1: platform (wine runs only what is named .exe)
-  if [ "$1" = windows ]; then echo "$work/$1/check.exe"; else echo "$work/$1/check"; fi
+  local built=${same_build[$1]:-$1}
+  if [ "$built" = windows ]; then echo "$work/$built/check.exe"; else echo "$work/$built/check"; fi
 }
 
 build() { # $1: platform
@@ -135,11 +138,16 @@ for p in "${platforms[@]}"; do
     result[$p]="skipped: no $lacking"
     continue
   fi
+  mkdir -p "$work/$p"
+  [ -z "${same_build[$p]:-}" ] || continue
   # at most two builds at once: the machine is shared
   while [ "$(jobs -rp | wc -l)" -ge 2 ]; do wait -n; done
   (build "$p"; echo $? >"$work/$p.built") &
 done
 wait
+for p in "${!same_build[@]}"; do
+  [ ! -f "$work/${same_build[$p]}.built" ] || cp "$work/${same_build[$p]}.built" "$work/$p.built"
+done
 echo "platforms.sh: built in $((SECONDS - start))s"
 
 hashes() { grep -E '^[^ #]+ [0-9a-f]{16}$' "$1"; }
@@ -157,7 +165,7 @@ for p in "${platforms[@]}"; do
   [ -z "${result[$p]:-}" ] || continue
   if [ "$(cat "$work/$p.built")" != 0 ]; then
     echo "--- $p: build failed:"
-    cat "$work/$p/build.log"
+    cat "$work/${same_build[$p]:-$p}/build.log"
     result[$p]="build failed"
     continue
   fi
@@ -210,7 +218,7 @@ for p in "${platforms[@]}"; do
     [ "$missing" = 0 ] || problems+=("missing cases: $missing")
   fi
   # a run that crashed before the timing: the timing alone
-  if [ -f "$work/$p/check" ] || [ -f "$work/$p/check.exe" ]; then
+  if [ -f "$(binary "$p")" ]; then
     grep -q '^# speedup' "$work/$p/out" || run "$p" --timing >>"$work/$p/out" 2>>"$work/$p/stderr"
   fi
   if grep -q '^# speedup' "$work/$p/out" 2>/dev/null; then
