@@ -149,6 +149,9 @@ def test_torch_bfloat16_peak_memory_is_the_output_plus_a_few_megabytes(torch, wh
 CTRL_C_CHILD = textwrap.dedent(r"""
     import json, os, signal, sys, threading, time
     import torch, sinpe.torch
+    # Python's own Ctrl-C handler, as in a terminal: a shell that started this run in the
+    # background (a script's `&`) leaves SIGINT ignored, and Python keeps an ignored signal
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     x = torch.ones(64, 512, 1024, dtype=torch.bfloat16)
     want = x * 2.0 + sinpe.torch.encode(512, 1024, dtype=torch.bfloat16)
     go = [False]

@@ -24,6 +24,10 @@ CHILD = textwrap.dedent(r"""
     import gc, json, os, resource, signal, sys, threading, time, tracemalloc
     import numpy as np, sinpe
 
+    # Python's own Ctrl-C handler, as in a terminal: a shell that started this run in the
+    # background (a script's `&`) leaves SIGINT ignored, and Python keeps an ignored signal
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
     mode, L, d = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     report = {}
     if sys.argv[4:] == ["team"]:  # on torch's OpenMP threads (sinpe/_openmp.py)
