@@ -37,6 +37,8 @@ def msvc_arch(cpu):
     return None
 
 
+LEVEL_SOURCES = {f"csrc/kernels/levels/{name}.c" for name, _ in simd_levels()}
+
 # GCC and Clang get a level file's instructions from its pragmas; MSVC has
 # no such pragma and needs the flag on the file.
 LEVEL_FLAGS = {
@@ -55,7 +57,7 @@ def build_jobs():
     return os.cpu_count() or 1
 
 
-def compile_in_parallel(compiler, jobs):
+def compile_in_parallel(compiler, jobs, slow_first):
     """Make a distutils compiler build its objects `jobs` at a time.
 
     setuptools compiles one extension's sources one after another, and sinpe is
@@ -63,7 +65,8 @@ def compile_in_parallel(compiler, jobs):
     them would idle.  This is CCompiler.compile with its loop over the objects
     run on a thread pool (each object is a compiler process of its own).  Only
     for compilers that implement _compile (GCC, Clang, MinGW); MSVC's compile
-    is its own and stays as it is.
+    is its own and stays as it is.  The sources in `slow_first` start first: a
+    long file started last would leave the other cores idle at the end.
     """
 
     def compile(sources, output_dir=None, macros=None, include_dirs=None, debug=False,
@@ -78,7 +81,8 @@ def compile_in_parallel(compiler, jobs):
 
         with ThreadPoolExecutor(jobs) as pool:
             # list() so that the first failure is raised here
-            list(pool.map(one, [obj for obj in objects if obj in build]))
+            list(pool.map(one, sorted((obj for obj in objects if obj in build),
+                                      key=lambda obj: Path(build[obj][0]).as_posix() not in slow_first)))
         return objects  # all of them, as CCompiler.compile does, built now or before
 
     compiler.compile = compile
@@ -91,7 +95,8 @@ class BuildExt(build_ext):
         kind = self.compiler.compiler_type
         jobs = build_jobs()
         if kind in ("unix", "mingw32") and jobs > 1:
-            compile_in_parallel(self.compiler, jobs)
+            # the SIMD level files compile every kernel once more each: seconds, not tenths
+            compile_in_parallel(self.compiler, jobs, LEVEL_SOURCES)
         ext.extra_compile_args = FLAGS.get(kind, FLAGS["unix"])
         per_file = LEVEL_FLAGS.get(kind, {})
         if "msvc" == kind and self.plat_name in ("win-arm64", "win32"):
