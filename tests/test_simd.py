@@ -299,24 +299,52 @@ def same_loops(a: str, b: str) -> bool:
     return {a, b} == {"avx512", "avx512_bf16"}
 
 
-@pytest.mark.parametrize("level", [lv for lv in AVAILABLE
-                                   if lv != LEVEL and not same_loops(lv, LEVEL)])
-def test_value_checks_pass_at_every_other_level(level, tmp_path):
+OTHER_LEVELS = [lv for lv in AVAILABLE if lv != LEVEL and not same_loops(lv, LEVEL)]
+
+
+@pytest.fixture(scope="module")
+def value_check_runs(request, tmp_path_factory):
+    """The value checks' runs at every other level the session will test, started at
+    once: each is a pytest process that mostly waits on one core, so side by side
+    they take the time of one.  {level: (process, its output file)}."""
+    wanted = [item.callspec.params["level"] for item in request.session.items
+              if getattr(item, "originalname", None) == "test_value_checks_pass_at_every_other_level"]
+    paths = [str(TESTS / name) for name in VALUE_CHECKS]
+    runs = {}
+    for level in dict.fromkeys(wanted):
+        cwd = tmp_path_factory.mktemp(f"value-checks-{level}")  # not a source tree: the installed sinpe
+        output = open(cwd / "output.txt", "w+")  # a file: a pipe nobody reads would fill and stall
+        process = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+             f"--rootdir={TESTS.parent}", *paths],
+            cwd=cwd, env={**os.environ, "SINPE_SIMD": level}, stdout=output,
+            stderr=subprocess.STDOUT, text=True)
+        runs[level] = (process, output)
+    yield runs
+    for process, output in runs.values():
+        if process.poll() is None:  # the session stopped early (-x, Ctrl-C)
+            process.kill()
+        process.wait()
+        output.close()
+
+
+@pytest.mark.parametrize("level", OTHER_LEVELS)
+def test_value_checks_pass_at_every_other_level(level, value_check_runs):
     """The suite's value checks again, under SINPE_SIMD=level (the rest of the
     suite runs at the default level).  Of avx512 and avx512_bf16 only the one in
     use: they differ in the bfloat16 narrowing alone, which the fingerprints
     above hold to the baseline's bits (and scripts/convert.sh to float16.h's for
     every float)."""
-    import os
-    env = {**os.environ, "SINPE_SIMD": level}
-    paths = [str(TESTS / name) for name in VALUE_CHECKS]
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         f"--rootdir={TESTS.parent}", *paths],
-        cwd=tmp_path,  # not a source tree: the installed sinpe runs
-        env=env, capture_output=True, text=True, timeout=900, check=False)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert " passed" in proc.stdout.splitlines()[-1]
+    process, output = value_check_runs[level]
+    try:
+        returncode = process.wait(timeout=900)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise
+    output.seek(0)
+    text = output.read()
+    assert returncode == 0, text[-6000:]
+    assert " passed" in text.strip().splitlines()[-1]
 
 
 def test_no_warning_at_import_without_sinpe_simd():
