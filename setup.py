@@ -37,13 +37,13 @@ def msvc_arch(cpu):
     return None
 
 
-LEVEL_SOURCES = {f"csrc/kernels/levels/{name}.c" for name, _ in simd_levels()}
+# Each SIMD level's source file and its CPU features.
+LEVELS = {f"csrc/kernels/levels/{name}.c": cpu for name, cpu in simd_levels()}
 
 # GCC and Clang get a level file's instructions from its pragmas; MSVC has
 # no such pragma and needs the flag on the file.
 LEVEL_FLAGS = {
-    "msvc": {f"csrc/kernels/levels/{name}.c": [msvc_arch(cpu)] for name, cpu in simd_levels()
-             if msvc_arch(cpu)},
+    "msvc": {source: [msvc_arch(cpu)] for source, cpu in LEVELS.items() if msvc_arch(cpu)},
 }
 
 
@@ -96,7 +96,7 @@ class BuildExt(build_ext):
         jobs = build_jobs()
         if kind in ("unix", "mingw32") and jobs > 1:
             # the SIMD level files compile every kernel once more each: seconds, not tenths
-            compile_in_parallel(self.compiler, jobs, LEVEL_SOURCES)
+            compile_in_parallel(self.compiler, jobs, LEVELS)
         ext.extra_compile_args = FLAGS.get(kind, FLAGS["unix"])
         per_file = LEVEL_FLAGS.get(kind, {})
         if "msvc" == kind and self.plat_name in ("win-arm64", "win32"):
