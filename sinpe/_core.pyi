@@ -11,6 +11,7 @@ from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 MAX_POSITION: Final[int]
 MIN_BASE: Final[float]
+_MAX_ANGLE: Final[float]  # the largest |p * w| in radians the kernels take (2**26)
 MAX_BASE: Final[float]
 _compiler: Final[str]  # the compiler that built the kernels (show_config)
 # sinpe.h's dtype codes by name ({"float16": 0, "float32": 1, ...}): what a tensor's memory

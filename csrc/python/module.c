@@ -264,6 +264,7 @@ static int core_exec(PyObject *module)
         PyModule_AddIntConstant(module, "MAX_THREADS", SINPE_MAX_THREADS) < 0 ||
         add_float(module, "MIN_BASE", SINPE_MIN_BASE) < 0 ||
         add_float(module, "MAX_BASE", SINPE_MAX_BASE) < 0 ||
+        add_float(module, "_MAX_ANGLE", SINPE_MAX_ANGLE) < 0 ||
         PyModule_AddStringConstant(module, "_compiler", compiler_name()) < 0 ||
         add_dtype_codes(module) < 0 ||
         threads_from_environment() < 0 || simd_from_environment() < 0) {

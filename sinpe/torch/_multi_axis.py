@@ -30,8 +30,16 @@ import torch
 from torch import nn
 
 import sinpe
+from sinpe.torch._angles import AngleTables, pair_caches
 from sinpe.torch._caches import rope_cache
-from sinpe.torch._tensors import _DTYPES, _SUPPORTED, _empty, _kernel_view
+from sinpe.torch._tensors import (
+    _DTYPES,
+    _SUPPORTED,
+    _device_path,
+    _device_path_on,
+    _empty,
+    _kernel_view,
+)
 
 # transformers' text modules broadcast position_ids to this many rows: time, height, width
 AXES = 3
@@ -75,17 +83,27 @@ def sections_of(rows: NDArray[Any], name: str) -> tuple[tuple[int, ...], str]:
     chunks (Qwen2-VL's), or the interleaved rule (row ``s >= 1`` takes the pairs
     ``j % S == s`` below ``S * sections[s]``, row 0 the rest: Qwen3-VL's)."""
     counts = tuple(int(c) for c in np.bincount(rows, minlength=AXES))
-    if np.array_equal(rows, np.repeat(np.arange(AXES), counts)):
-        return counts, "contiguous"
-    pair = np.arange(len(rows))
-    rule = np.zeros(len(rows), np.int64)
-    for s in range(1, AXES):
-        rule[(pair % AXES == s) & (pair < AXES * counts[s])] = s
-    if np.array_equal(rows, rule):
-        return counts, "interleaved"
+    for layout in ("contiguous", "interleaved"):
+        if np.array_equal(rows, pair_rows(counts, layout)):
+            return counts, layout
     raise ValueError(f"{name} takes the rows {rows.tolist()} of position_ids for its frequency "
                      "pairs: neither contiguous sections nor the interleaved rule; sinpe cannot "
                      "stand in for it")
+
+
+def pair_rows(sections: tuple[int, ...], sections_layout: str) -> NDArray[np.int64]:
+    """The row of the positions (the section) each frequency pair takes: sinpe's two
+    rules, as its kernel applies them ("contiguous": consecutive chunks of
+    ``sections[s]`` pairs; "interleaved": row ``s >= 1`` takes the pairs ``j % S == s``
+    below ``S * sections[s]``, row 0 the rest)."""
+    counts = np.asarray(sections, dtype=np.int64)
+    if sections_layout == "contiguous":
+        return np.repeat(np.arange(len(counts)), counts)
+    pair = np.arange(int(counts.sum()))
+    rows = np.zeros(len(pair), np.int64)
+    for s in range(1, len(counts)):
+        rows[(pair % len(counts) == s) & (pair < len(counts) * counts[s])] = s
+    return rows
 
 
 def config_sections(config: Any, width: int) -> tuple[Optional[tuple[int, ...]], Optional[str]]:
@@ -177,6 +195,12 @@ class AxialRotary:
         self.freq = np.concatenate([freq, freq])  # the row's half, then the column's
         self.scaling = float(getattr(module, "attention_scaling", 1.0))
         self.sections = (len(freq), len(freq))
+        self.angles = AngleTables(self.freq, self.scaling)  # the device path's
+
+    def prepare(self, device: torch.device) -> None:
+        """Makes the device path's tables on ``device`` (see ``RotaryEmbedding.prepare``)."""
+        if _device_path_on(device):
+            self.angles.on(device)
 
     def __call__(self, x: torch.Tensor, position_ids: torch.Tensor
                  ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -186,6 +210,11 @@ class AxialRotary:
                    else type(position_ids).__name__)
             raise ValueError(f"position_ids must be a tensor of shape (N, 2) (each patch's row "
                              f"and column), got {got}")
+        if _device_path(x):  # device operations only: each pair's own position
+            half = len(self.freq) // 2  # the row's pairs, then the column's
+            ids = position_ids.to(x.device).unsqueeze(-1).expand(-1, 2, half).flatten(1)
+            return cast(tuple[torch.Tensor, torch.Tensor], pair_caches(
+                self.angles.values(ids, torch.float32, per_pair=True), "concatenated"))
         return rope_cache(None, 2 * len(self.freq), positions=position_ids.T, freq=self.freq,
                           scale=self.scaling, sections=self.sections, dtype=torch.float32,
                           device=x.device)

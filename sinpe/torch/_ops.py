@@ -35,7 +35,14 @@ import torch
 
 import sinpe
 from sinpe.torch._rotation import _Rotation
-from sinpe.torch._tensors import _DTYPES, _SUPPORTED, _host_array, _is_compiling, _kernel_view
+from sinpe.torch._tensors import (
+    _DTYPES,
+    _SUPPORTED,
+    _device_path,
+    _host_array,
+    _is_compiling,
+    _kernel_view,
+)
 
 Tensor = torch.Tensor
 # whether torch traces (torch.compile, torch.export): the callers' branch to these ops
@@ -356,6 +363,10 @@ def rotary_forward(module: Any, rotary: Any, x: Tensor, position_ids: Tensor
     if not isinstance(position_ids, torch.Tensor):
         raise TypeError(f"position_ids must be a torch.Tensor, got {type(position_ids).__name__}")
     _check_positions(position_ids, "position_ids")
+    if _device_path(x):  # device operations, which the compiler traces and fuses
+        caches: Union[tuple[Tensor, Tensor], Tensor] = rotary.device_caches(
+            position_ids, dtype, x.device)
+        return caches
     ids = position_ids.to(x.device)
     constants = _frequencies(rotary)  # (rotary.freq, a NumPy array, is never read here: torch
     # would guard on it as on a tensor, by a Python guard, at every call of the compiled graph)

@@ -34,7 +34,15 @@ from sinpe.torch._rotary_tables import (
     empty_caches,
     lookup,
 )
-from sinpe.torch._tensors import _DTYPES, _SUPPORTED, _check_dtype, _device, _one_torch_thread
+from sinpe.torch._tensors import (
+    _DTYPES,
+    _SUPPORTED,
+    _check_dtype,
+    _device,
+    _device_path,
+    _device_path_on,
+    _one_torch_thread,
+)
 from sinpe.torch._verify import FORMS
 
 __all__ = ["RotaryEmbedding"]
@@ -155,8 +163,7 @@ class RotaryEmbedding(nn.Module):
             _check_choice(layout, "layout", FORMS)
         if output_dtype is not None and output_dtype is not torch.complex64:
             _check_dtype(output_dtype)
-        if device is not None:
-            _device(device)
+        place = None if device is None else _device(device)
         config = _text_config(config)
         types, per_type = _config_layer_types(config, layer_type)
         exact = _sinpes_frequencies(config, types)  # sinpe's checks, before transformers'
@@ -164,6 +171,21 @@ class RotaryEmbedding(nn.Module):
             hf = _family.family_module(config)
             self._setup(config, hf, hf, frequencies, layer_type, types, per_type, exact,
                         layout, output_dtype)
+        self.prepare(place)
+
+    def prepare(self, device: Any = None) -> None:
+        """Makes the exact angle tables of the device path on ``device`` (a torch
+        device other than the CPU, or the CPU with ``SINPE_TORCH_PATH=device``; None:
+        the CPU where that is set, else nothing), as the first call on the device
+        would: a few MiB per frequency set, made by the kernel and moved once.
+        ``torch.compile`` finds them made (it cannot make them while it traces).
+        The constructor prepares its ``device``, :func:`sinpe.torch.patch` the
+        model's."""
+        place = torch.device("cpu") if device is None else _device(device)
+        if not _device_path_on(place):
+            return
+        for rotary in self._rotaries.values():
+            rotary.prepare(place)
 
     @classmethod
     def from_module(cls, module: nn.Module, *, frequencies: str = "model",
@@ -326,10 +348,11 @@ class RotaryEmbedding(nn.Module):
                             f"{type(position_ids).__name__}")
         if position_ids.dtype is torch.bool or position_ids.is_complex():
             raise TypeError(f"position_ids must be integer or real, got {position_ids.dtype}")
-        # Everything below is the eager path of (rotary, x, position_ids, dtype).  (The
-        # meta device costs it nothing: an x on meta gets tables made on meta, without a
-        # kernel; position_ids on meta fail .item().)
         device = x.device
+        if _device_path(x):  # device operations only: no host read of the positions
+            return self._device_forward(rotary, position_ids, dtype, device)
+        # Everything below is the eager path of (rotary, x, position_ids, dtype) on the
+        # CPU.
         if rotary.sections is not None:
             return self._forward_sections(rotary, position_ids, dtype, device)
         count = position_ids.numel()
@@ -365,6 +388,23 @@ class RotaryEmbedding(nn.Module):
             except RuntimeError:  # int8, int16, uint8 indices: lookup converts them
                 pass
         return lookup(tables, ids, rotary.form)
+
+    def _device_forward(self, rotary: _Rotary, position_ids: torch.Tensor, dtype: torch.dtype,
+                        device: torch.device) -> Caches:
+        """The caches by device operations alone (:meth:`_Rotary.device_caches`).
+        ``dynamic`` reads ``max(position_ids)`` on the host, as transformers' module
+        does, to follow its frequencies; nothing else is read."""
+        frequencies = None
+        if (rotary.rope_type == "dynamic" and rotary.trained is not None
+                and position_ids.numel() and not position_ids.is_meta and device.type != "meta"):
+            high = position_ids.max().item()  # (transformers' dynamic_rope_update reads it)
+            if not -sinpe.MAX_POSITION <= high <= sinpe.MAX_POSITION:
+                _refuse_positions(position_ids.min().item(), high)
+            with self._lock:
+                key, freq, scaling = rotary.select(high + 1)
+            if key is None:
+                frequencies = (freq, scaling)
+        return rotary.device_caches(position_ids, dtype, device, frequencies)
 
     def _meta_caches(self, rotary: _Rotary, position_ids: torch.Tensor,
                      dtype: torch.dtype) -> Caches:

@@ -12,6 +12,12 @@ from call to call (``dynamic`` NTK past the trained length) are computed for the
 call alone, with the same bits: a row's values depend only on its position and
 the frequencies.
 
+On the device path (every device but the CPU, and the CPU with
+``SINPE_TORCH_PATH=device``) no table of rows is kept: the caches are made by device
+operations from the exact angle tables of :mod:`sinpe.torch._angles` (a few MiB
+per frequency set, the same at any context length), with no host read of the
+positions (but ``dynamic``'s, as transformers' own module reads them).
+
 Every form is served from sinpe's values: ``"concatenated"`` and
 ``"interleaved"`` are :func:`sinpe.torch._caches.rope_cache`'s layouts;
 ``"half"`` is the concatenated table's first half, made contiguous once;
@@ -29,6 +35,8 @@ from numpy.typing import NDArray
 import torch
 
 from sinpe._rope_types import rope_frequencies
+from sinpe.torch import _multi_axis as _vl
+from sinpe.torch._angles import AngleTables, pair_caches
 from sinpe.torch._caches import rope_cache
 from sinpe.torch._tensors import _empty
 
@@ -87,6 +95,10 @@ class _Rotary:
         self.long: Optional[NDArray[np.float64]] = None
         self.tables: OrderedDict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor]] = (
             OrderedDict())
+        # the device path's exact angles per frequency set ("init", "long", and dynamic's
+        # latest), and each device's row of the positions per pair (sections)
+        self.angles: OrderedDict[Any, AngleTables] = OrderedDict()
+        self.rows: dict[torch.device, torch.Tensor] = {}
 
     @property
     def width(self) -> int:
@@ -152,6 +164,70 @@ class _Rotary:
         while len(self.tables) > TABLES_KEPT:
             self.tables.popitem(last=False)
         return made
+
+
+    # -- the device path: device operations only
+
+    def angle_tables(self, key: Any, freq: NDArray[np.float64], scaling: float) -> AngleTables:
+        """The exact angle tables of a frequency set ("init", "long"; dynamic's sets by
+        their values: the last two kept)."""
+        if key is None:
+            key = ("dynamic", freq.tobytes())
+        tables = self.angles.get(key)
+        if tables is None:
+            tables = AngleTables(freq, scaling)
+            self.angles[key] = tables
+            dynamic = [k for k in self.angles if isinstance(k, tuple)]
+            for old in dynamic[:-2]:
+                del self.angles[old]
+        return tables
+
+    def prepare(self, device: torch.device) -> None:
+        """Makes ``device``'s angle tables of the frequency sets that last (the first
+        ones; longrope's long ones) and its rows of sections, as the first call on
+        the device would: compiled code finds them made."""
+        self.angle_tables("init", self.freq, self.scaling).on(device)
+        if self.rope_type == "longrope" and self.original is not None:
+            if self.long is None:
+                self.long = self._compute(self.original + 1)
+            self.angle_tables("long", self.long, self.scaling).on(device)
+        if self.sections is not None:
+            self.rows_on(device)
+
+    def rows_on(self, device: torch.device) -> torch.Tensor:
+        """The row of multi-axis ``position_ids`` each frequency pair takes, on ``device``."""
+        rows = self.rows.get(device)
+        if rows is None:
+            assert self.sections is not None and self.sections_layout is not None
+            made = _vl.pair_rows(self.sections, self.sections_layout)
+            rows = torch.from_numpy(made).to(device)
+            self.rows[device] = rows
+        return rows
+
+    def device_caches(self, position_ids: torch.Tensor, dtype: torch.dtype,
+                      device: torch.device, frequencies: Optional[Frequencies] = None) -> Caches:
+        """The caches at ``position_ids`` in this rope's form on ``device``, by device
+        operations alone.  ``frequencies``: dynamic's set for this call (``select``'s);
+        longrope's switch is a ``torch.where`` on ``max(position_ids) + 1`` between
+        the two sets, both computed, as transformers traces it."""
+        ids = position_ids if position_ids.device == device else position_ids.to(device)
+        per_pair = self.sections is not None
+        if per_pair:  # (S, B, L) -> (B, L, m): each pair's own position
+            ids = _vl.broadcast_rows(ids).index_select(0, self.rows_on(device)).movedim(0, -1)
+        values_dtype = torch.float32 if self.form == "complex" else dtype
+        if frequencies is not None:
+            freq, scaling = frequencies
+            values = self.angle_tables(None, freq, scaling).values(ids, values_dtype, per_pair)
+        else:
+            values = self.angle_tables("init", self.freq, self.scaling).values(
+                ids, values_dtype, per_pair)
+            if self.rope_type == "longrope" and self.original is not None:
+                if self.long is None:
+                    self.long = self._compute(self.original + 1)
+                long = self.angle_tables("long", self.long, self.scaling).values(
+                    ids, values_dtype, per_pair)
+                values = torch.where(position_ids.max() + 1 > self.original, long, values)
+        return pair_caches(values, self.form)
 
 
 def row_bytes(width: int, form: str, dtype: torch.dtype) -> int:

@@ -10,13 +10,16 @@ module, the transformers integration) stand on it one way:
   private entries take);
 - allocation and moves to a device with sinpe's exceptions instead of torch's;
 - host copies of tensor arguments (positions, frequencies, sections);
-- float64 values rounded once to a tensor's dtype.
+- float64 values rounded once to a tensor's dtype;
+- the path a tensor takes (:func:`_device_path`): the kernel on the CPU, device
+  operations only anywhere else, or everywhere with ``SINPE_TORCH_PATH=device``.
 
 :func:`_kernel_writes` is read from this module at each call by the modules that
 use it (``_tensors._kernel_writes(t)``): the tests force torch's own path on the
 CPU by replacing it here, in one place.
 """
 
+import os
 import sys
 from typing import Any, Callable, Optional, Union
 
@@ -91,11 +94,34 @@ def _kernel_writes(tensor: torch.Tensor) -> bool:
     """
     return (
         tensor.is_cpu
+        and not DEVICE_PATH_FORCED
         and type(tensor) in _PLAIN_TENSORS
         and not tensor.is_neg()  # (the conjugate bit exists only on complex dtypes)
         and not _is_functorch_wrapped(tensor)
         and not _is_functional(tensor)
     )
+
+
+# SINPE_TORCH_PATH=device: CPU tensors take the path of other devices (device
+# operations only: no kernel, no host read), so that every CPU machine tests it.
+_PATHS = ("auto", "device")
+_PATH = os.environ.get("SINPE_TORCH_PATH", "") or "auto"
+if _PATH not in _PATHS:
+    raise ValueError(f"SINPE_TORCH_PATH must be one of {', '.join(_PATHS)} (or unset), "
+                     f"got SINPE_TORCH_PATH={_PATH!r}")
+DEVICE_PATH_FORCED = _PATH == "device"
+
+
+def _device_path(tensor: torch.Tensor) -> bool:
+    """Whether sinpe.torch serves ``tensor`` by device operations alone (no kernel call,
+    no host read of its values, nothing copied per call): every device but the CPU,
+    and the CPU too with ``SINPE_TORCH_PATH=device``."""
+    return DEVICE_PATH_FORCED or tensor.device.type != "cpu"
+
+
+def _device_path_on(device: torch.device) -> bool:
+    """:func:`_device_path` of the tensors of ``device``."""
+    return DEVICE_PATH_FORCED or device.type != "cpu"
 
 
 _Memory = tuple[int, torch.Size, tuple[int, ...], int]
