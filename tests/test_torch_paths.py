@@ -409,9 +409,11 @@ def test_add_off_the_cpu_reuses_one_table_per_device_and_arguments(st, tables, t
     built = count_tables(tables, monkeypatch)
     for _ in range(3):
         st.add_(torch.zeros(2, 5, 4))
+    assert built == [(tables.MIN_ROWS, 4, 0, torch.float32, "cpu")]
+    st.add_(torch.zeros(2, 5, 4), offset=1)  # other rows of the same table
     assert len(built) == 1
-    st.add_(torch.zeros(2, 5, 4), offset=1)  # other rows
     st.add_(torch.zeros(2, 5, 4, dtype=torch.float64))  # other dtype
+    st.add_(torch.zeros(2, 5, 4), 500.0)  # other base
     st.add_(torch.empty(2, 5, 4, device="meta"))  # other device
     assert len(built) == 4 and len(tables._TABLES) == 4
     x = torch.zeros(3, 5, 4)  # another batch, the same table
@@ -419,24 +421,42 @@ def test_add_off_the_cpu_reuses_one_table_per_device_and_arguments(st, tables, t
     assert len(built) == 4 and same_bits(torch, x[2], st.encode(5, 4))
 
 
+def test_a_decoding_loop_grows_the_table_by_doubling(st, tables, torch, torch_path,
+                                                     monkeypatch):
+    built = count_tables(tables, monkeypatch)
+    for offset in range(0, 1000):  # one position per step, as a decoding loop adds
+        x = torch.zeros(1, 1, 8)
+        st.add_(x, offset=offset)
+        assert same_bits(torch, x[0], torch.from_numpy(sinpe.encode(1, 8, offset=offset)))
+    assert [rows for rows, *_ in built] == [64, 128, 256, 512, 1024]
+
+
 def test_device_table_cache_is_bounded_least_recently_used_first(st, tables, torch, torch_path,
                                                                  monkeypatch):
     built = count_tables(tables, monkeypatch)
     monkeypatch.setattr(tables, "_TABLES", tables._TableCache(max_tables=2, max_bytes=1000))
     cpu = torch.device("cpu")
-    for offset in (0, 1, 0, 2):  # 0 is used again before 2 arrives: 1 goes
-        st.add_(torch.zeros(1, 5, 4), offset=offset)
+    for n in (100.0, 200.0, 100.0, 300.0):  # 100 is used again before 300 arrives: 200 goes
+        st.add_(torch.zeros(1, 5, 4), n)
     assert len(tables._TABLES) == 2 and len(built) == 3
-    st.add_(torch.zeros(1, 5, 4), offset=0)
+    st.add_(torch.zeros(1, 5, 4), 100.0)
     assert len(built) == 3  # still kept
-    st.add_(torch.zeros(1, 5, 4), offset=1)
+    st.add_(torch.zeros(1, 5, 4), 200.0)
     assert len(built) == 4  # was evicted
     st.add_(torch.zeros(1, 60, 4))  # 960 bytes: fits alone, pushes out the rest
     assert tables._TABLES.nbytes(cpu) <= 1000 and len(tables._TABLES) == 1
-    x = torch.zeros(1, 300, 4)  # 4800 bytes: used, never kept
+    x = torch.zeros(1, 300, 4)  # 4800 bytes: made by device operations, never kept
     st.add_(x)
-    assert same_bits(torch, x[0], st.encode(300, 4)) and tables._TABLES.nbytes(cpu) <= 1000
+    assert len(built) == 5 and tables._TABLES.nbytes(cpu) <= 1000
     assert len(tables._TABLES) == 1
+    exact = torch.from_numpy(sinpe.encode(300, 4, dtype=np.float64))
+    assert ((x[0].double() - exact).abs() <= half_ulp(torch, exact) + 2.0**-30).all()
+
+
+def half_ulp(torch, exact):
+    """Half the float32 spacing at each value of a float64 tensor."""
+    f32 = exact.float()
+    return (f32.nextafter(f32 + 1).double() - f32.double()).abs() / 2
 
 
 # -- add_: errors --------------------------------------------------------------------------

@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
+from collections import OrderedDict
 from typing import Any, Optional
 
 import numpy as np
@@ -73,6 +75,48 @@ def schedule_frequencies(n: float, d: int) -> NDArray[np.float64]:
     (``ceil(d / 2)`` of them: an odd ``d`` has one more sine than cosine)."""
     freq: NDArray[np.float64] = sinpe._core._frequencies(float(n), int(d))  # type: ignore[attr-defined]
     return freq
+
+
+# AngleTables of the frequency sets rope_cache, rope_, rope and add_ were called with,
+# least recently used out (a set's tables take a few MiB per device).
+_KEPT = 4
+_kept: OrderedDict[tuple[bytes, float], AngleTables] = OrderedDict()
+_kept_lock = threading.Lock()
+# frequencies given as tensors on a device, read on the host once per tensor and version
+_read: "weakref.WeakKeyDictionary[torch.Tensor, tuple[int, NDArray[np.float64]]]" = (
+    weakref.WeakKeyDictionary())
+
+
+def angles_of(freq: NDArray[np.float64], scale: float = 1.0) -> "AngleTables":
+    """The kept :class:`AngleTables` of ``freq`` and ``scale`` (made if new)."""
+    freq = np.ascontiguousarray(freq, dtype=np.float64)
+    key = (freq.tobytes(), float(scale))
+    with _kept_lock:
+        tables = _kept.get(key)
+        if tables is None:
+            tables = AngleTables(freq, scale)
+            _kept[key] = tables
+            while len(_kept) > _KEPT:
+                _kept.popitem(last=False)
+        _kept.move_to_end(key)
+        return tables
+
+
+def frequencies_of(freq: object) -> NDArray[np.float64]:
+    """Explicit frequencies as a double array: a tensor on a device is read on the
+    host once (and again only after it changes), not at every call."""
+    if isinstance(freq, torch.Tensor):
+        if freq.is_complex():
+            raise TypeError(f"freq must be real, got a tensor of dtype {freq.dtype}")
+        if freq.device.type != "cpu":
+            seen = _read.get(freq)
+            if seen is not None and seen[0] == freq._version:
+                return seen[1]
+            array = freq.detach().to("cpu", torch.float64).numpy()
+            _read[freq] = (freq._version, array)
+            return array
+        return freq.detach().to(torch.float64).numpy()
+    return np.asarray(freq, dtype=np.float64)
 
 
 def _signs(unit: float, dtype: Any) -> NDArray[Any]:
@@ -281,6 +325,21 @@ def _static(tensor: torch.Tensor) -> None:
 
 def _tracing() -> bool:
     return bool(torch.compiler.is_compiling())
+
+
+def pair_rows(sections: tuple[int, ...], sections_layout: str) -> NDArray[np.int64]:
+    """The row of the positions (the section) each frequency pair takes: sinpe's two
+    rules, as its kernel applies them ("contiguous": consecutive chunks of
+    ``sections[s]`` pairs; "interleaved": row ``s >= 1`` takes the pairs ``j % S == s``
+    below ``S * sections[s]``, row 0 the rest)."""
+    counts = np.asarray(sections, dtype=np.int64)
+    if sections_layout == "contiguous":
+        return np.repeat(np.arange(len(counts)), counts)
+    pair = np.arange(int(counts.sum()))
+    rows = np.zeros(len(pair), np.int64)
+    for s in range(1, len(counts)):
+        rows[(pair % len(counts) == s) & (pair < len(counts) * counts[s])] = s
+    return rows
 
 
 # -- the forms of the caches

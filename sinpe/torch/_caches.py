@@ -17,9 +17,17 @@ import torch
 
 import sinpe
 from sinpe.torch import _ops
+from sinpe.torch._angles import (
+    angles_of,
+    frequencies_of,
+    pair_caches,
+    pair_rows,
+    schedule_frequencies,
+)
 from sinpe.torch._tensors import (
     _check_dtype,
     _device,
+    _device_path_on,
     _empty,
     _host_array,
     _host_sections,
@@ -91,6 +99,9 @@ def rope_cache(
         return _traced(L, d, n, offset, positions, layout, freq, scale, dtype, device,
                        sections, sections_layout)
     device = _device(device)
+    if device.type != "meta" and _device_path_on(device):
+        return _on_device(L, d, n, offset, positions, layout, freq, scale, dtype, device,
+                          sections, sections_layout)
     columns: dict[str, Any] = {"layout": layout, "scale": scale}
     if n is not None:
         columns["n"] = n
@@ -117,6 +128,61 @@ def rope_cache(
         view = _kernel_view
         sinpe.rope(L, d, **columns, **rows, out=(view(cos), view(sin)))
     return _moved(cos, device), _moved(sin, device)
+
+
+def _on_device(L: Any, d: int, n: Optional[float], offset: Optional[int], positions: object,
+               layout: str, freq: object, scale: float, dtype: torch.dtype,
+               device: torch.device, sections: object, sections_layout: Optional[str]
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """rope_cache on the device path: device operations from the exact angle tables of
+    :mod:`sinpe.torch._angles` (no host read of the positions: their values are not
+    checked, a position beyond ``sinpe.MAX_POSITION`` gives NaN), after sinpe's checks
+    of everything else on calls of no work."""
+    columns: dict[str, Any] = {"layout": layout, "scale": scale}
+    if n is not None:
+        columns["n"] = n
+    frequencies = None if freq is None else frequencies_of(freq)
+    if frequencies is not None:
+        columns["freq"] = frequencies
+    width = operator.index(d)
+    if positions is None:
+        first: dict[str, Any] = {} if offset is None else {"offset": offset}
+        if sections is not None or sections_layout is not None:
+            sinpe.rope(L, d, **columns, **first, **_section_kwargs(sections, sections_layout))
+        sinpe.rope(0 if L is None else _zero_like(L), d, **columns, **first)
+        sinpe.rope(L, 2, **first, dtype=np.float16)  # L and the last position (1/d's work)
+        start = 0 if offset is None else offset
+        ids = torch.arange(start, start + L, device=device)
+        listed: Optional[list[int]] = None
+    else:
+        if L is not None or offset is not None:
+            sinpe.rope(L, d, positions=np.zeros(0), offset=offset, **columns)  # sinpe's error
+        ids = positions if isinstance(positions, torch.Tensor) else torch.as_tensor(
+            np.asarray(positions))
+        if ids.dtype is torch.bool or ids.is_complex():
+            raise TypeError(f"positions must be integer or real, got {ids.dtype}")
+        listed = None
+        if sections is not None or sections_layout is not None:
+            given = _section_kwargs(sections, sections_layout)
+            listed = given["sections"]
+            if not isinstance(listed, (list, tuple)) or ids.dim() < 1 or (
+                    ids.shape[0] != len(listed)):
+                sinpe.rope(None, d, positions=np.zeros(tuple(ids.shape)), **columns, **given)
+            sinpe.rope(None, d, positions=np.zeros((ids.shape[0], 0)), **columns, **given)
+        else:
+            sinpe.rope(None, d, positions=np.zeros(0), **columns)
+        ids = ids.to(device)
+    if frequencies is None:
+        frequencies = schedule_frequencies(10000.0 if n is None else n, width)
+    angles = angles_of(frequencies[: width // 2], scale)
+    per_pair = listed is not None
+    if per_pair:
+        assert listed is not None
+        rows = pair_rows(tuple(int(s) for s in listed), sections_layout or "contiguous")
+        ids = ids.index_select(0, torch.from_numpy(rows).to(device)).movedim(0, -1)
+    caches = pair_caches(angles.values(ids, dtype, per_pair), layout)
+    assert isinstance(caches, tuple)
+    return caches
 
 
 def _traced(L: Any, d: int, n: Optional[float], offset: Optional[int], positions: object,

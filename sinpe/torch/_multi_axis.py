@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 import sinpe
-from sinpe.torch._angles import AngleTables, pair_caches
+from sinpe.torch._angles import AngleTables, pair_caches, pair_rows
 from sinpe.torch._caches import rope_cache
 from sinpe.torch._tensors import (
     _DTYPES,
@@ -89,21 +89,6 @@ def sections_of(rows: NDArray[Any], name: str) -> tuple[tuple[int, ...], str]:
     raise ValueError(f"{name} takes the rows {rows.tolist()} of position_ids for its frequency "
                      "pairs: neither contiguous sections nor the interleaved rule; sinpe cannot "
                      "stand in for it")
-
-
-def pair_rows(sections: tuple[int, ...], sections_layout: str) -> NDArray[np.int64]:
-    """The row of the positions (the section) each frequency pair takes: sinpe's two
-    rules, as its kernel applies them ("contiguous": consecutive chunks of
-    ``sections[s]`` pairs; "interleaved": row ``s >= 1`` takes the pairs ``j % S == s``
-    below ``S * sections[s]``, row 0 the rest)."""
-    counts = np.asarray(sections, dtype=np.int64)
-    if sections_layout == "contiguous":
-        return np.repeat(np.arange(len(counts)), counts)
-    pair = np.arange(int(counts.sum()))
-    rows = np.zeros(len(pair), np.int64)
-    for s in range(1, len(counts)):
-        rows[(pair % len(counts) == s) & (pair < len(counts) * counts[s])] = s
-    return rows
 
 
 def config_sections(config: Any, width: int) -> tuple[Optional[tuple[int, ...]], Optional[str]]:

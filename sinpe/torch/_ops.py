@@ -34,6 +34,13 @@ import numpy as np
 import torch
 
 import sinpe
+from sinpe.torch._angles import (
+    angles_of,
+    frequencies_of,
+    pair_caches,
+    pair_rows,
+    schedule_frequencies,
+)
 from sinpe.torch._rotation import _Rotation
 from sinpe.torch._tensors import (
     _DTYPES,
@@ -117,11 +124,24 @@ def _rope_cache_impl(positions: Tensor, width: int, n: Optional[float], freq: Op
                      scale: float, layout: str, dtype: torch.dtype,
                      sections: Optional[list[int]], sections_layout: Optional[str]
                      ) -> tuple[Tensor, Tensor]:
-    """The caches by the kernel on the CPU, moved to the positions' device.  sinpe
-    checks every argument, the positions' values too, before it writes.  (Once a
+    """The caches by the kernel on the CPU (sinpe checks every argument, the positions'
+    values too, before it writes); on the device path by device operations on the
+    positions' device (:mod:`sinpe.torch._angles`: no host read, no copy).  (Once a
     compiled forward: its Python is kept short, ~10 us here besides the kernel.)"""
     if layout not in LAYOUTS:
         _check_layout(layout)
+    if _device_path(positions):
+        _rope_cache_fake(positions, width, n, freq, scale, layout, dtype, sections,
+                         sections_layout)
+        frequencies = (schedule_frequencies(10000.0 if n is None else n, width)
+                       if freq is None else frequencies_of(freq))
+        angles = angles_of(frequencies[: width // 2], scale)
+        ids = positions
+        if sections is not None:
+            rows = pair_rows(tuple(sections), sections_layout or "contiguous")
+            ids = ids.index_select(0, torch.from_numpy(rows).to(ids.device)).movedim(0, -1)
+        caches = pair_caches(angles.values(ids, dtype, sections is not None), layout)
+        return caches[0].clone(), caches[1].clone()  # (an op's outputs may not alias)
     given: dict[str, Any] = {"positions": _values(positions, "positions"), "scale": scale}
     if layout == "interleaved":
         given["layout"] = layout

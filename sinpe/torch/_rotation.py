@@ -20,9 +20,17 @@ import torch
 
 import sinpe
 from sinpe.torch import _tensors
+from sinpe.torch._angles import (
+    angles_of,
+    frequencies_of,
+    pair_caches,
+    pair_rows,
+    schedule_frequencies,
+)
 from sinpe.torch._tensors import (
     _DTYPES,
     _SUPPORTED,
+    _device_path,
     _host_array,
     _host_sections,
     _memory,
@@ -40,8 +48,10 @@ def _check_rotatable(tensor: object, name: str) -> None:
 
 
 class _Rotation:
-    """The arguments of one rotation, checked by sinpe and with host copies of
-    ``positions`` and ``freq``: what :func:`rope_` and :class:`_Rope` share."""
+    """The arguments of one rotation, checked by sinpe: what :func:`rope_` and
+    :class:`_Rope` share.  ``positions`` stays as given (read on the host for the
+    kernel, on its device for the device path); ``freq`` is read as a double array
+    (a tensor on a device once: :func:`sinpe.torch._angles.frequencies_of`)."""
 
     __slots__ = ("n", "offset", "axis", "positions", "layout", "freq", "rotary_dim", "scale",
                  "exact", "sections", "sections_layout")
@@ -53,17 +63,19 @@ class _Rotation:
         self.n = n
         self.offset = offset
         self.axis = axis
-        self.positions = None if positions is None else _host_array(positions, "positions")
+        self.positions = positions
         self.layout = layout
-        self.freq = None if freq is None else _host_array(freq, "freq")
+        self.freq = None if freq is None else frequencies_of(freq)
         self.rotary_dim = rotary_dim
         self.scale = scale
         self.exact = exact
         self.sections = _host_sections(sections)
         self.sections_layout = sections_layout
 
-    def kwargs(self) -> dict[str, Any]:
-        """The keywords sinpe takes, only those given (its defaults and exclusions apply)."""
+    def kwargs(self, values: bool = True) -> dict[str, Any]:
+        """The keywords sinpe takes, only those given (its defaults and exclusions
+        apply); ``values`` False: zeros stand in for the positions (their shape is
+        checked, not their values: no host read)."""
         given: dict[str, Any] = {"layout": self.layout, "rotary_dim": self.rotary_dim,
                                  "scale": self.scale, "exact": self.exact}
         if self.n is not None:
@@ -71,7 +83,8 @@ class _Rotation:
         if self.freq is not None:
             given["freq"] = self.freq
         if self.positions is not None:
-            given["positions"] = self.positions
+            given["positions"] = (_host_array(self.positions, "positions") if values
+                                  else np.zeros(_shape(self.positions)))
         if self.offset is not None:
             given["offset"] = self.offset
         if self.axis is not None:
@@ -89,7 +102,8 @@ class _Rotation:
         return given
 
     def check(self, tensor: torch.Tensor) -> None:
-        """sinpe's own checks, with its messages, against ``tensor``'s shape and dtype.
+        """sinpe's own checks, with its messages, against ``tensor``'s shape and dtype
+        (on the device path, of the positions' shape, not their values).
 
         The probe is a zero-stride NumPy view of one element: nothing of the
         tensor's size is allocated, nothing is written.
@@ -97,7 +111,7 @@ class _Rotation:
         probe = np.lib.stride_tricks.as_strided(
             np.zeros(1, np.float64 if tensor.dtype is torch.float64 else np.float32),
             tuple(tensor.shape), (0,) * tensor.dim())
-        sinpe._core._rope_into(None, probe, **self.kwargs())
+        sinpe._core._rope_into(None, probe, **self.kwargs(not _device_path(tensor)))
 
     def run(self, out: Optional[torch.Tensor], source: torch.Tensor, inverse: bool) -> None:
         """``out`` (or ``source`` itself, in place) = the rotation of ``source``."""
@@ -124,7 +138,7 @@ class _Rotation:
         """float64 ``(cos, sin)`` of sinpe, times scale, shaped to broadcast against
         ``tensor[..., :rotary_dim]``."""
         ndim = tensor.dim()
-        width = tensor.shape[-1] if self.rotary_dim is None else operator.index(self.rotary_dim)
+        width = self.width(tensor)
         common: dict[str, Any] = {"dtype": np.float64, "layout": self.layout}
         if self.freq is not None:
             common["freq"] = self.freq
@@ -145,22 +159,69 @@ class _Rotation:
         scale = float(self.scale)
         return (cos * scale).reshape(shape), (sin * scale).reshape(shape)
 
+    def width(self, tensor: torch.Tensor) -> int:
+        return tensor.shape[-1] if self.rotary_dim is None else operator.index(self.rotary_dim)
+
+    def device_caches(self, tensor: torch.Tensor, dtype: torch.dtype
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)`` times scale in ``dtype`` on ``tensor``'s device, shaped as
+        :meth:`caches`, by device operations alone (:mod:`sinpe.torch._angles`: the
+        positions are not read on the host)."""
+        ndim = tensor.dim()
+        width = self.width(tensor)
+        device = tensor.device
+        freq = (self.freq if self.freq is not None
+                else schedule_frequencies(10000.0 if self.n is None else self.n, width))
+        angles = angles_of(freq[: width // 2], self.scale)
+        sections = _host_sections(self.sections)
+        if self.positions is None:
+            axis = operator.index(-2 if self.axis is None else self.axis) % ndim
+            start = 0 if self.offset is None else operator.index(self.offset)
+            ids = torch.arange(start, start + tensor.shape[axis], device=device)
+            cos, sin = pair_caches(angles.values(ids, dtype), self.layout)
+            shape = [1] * ndim
+            shape[axis], shape[-1] = tensor.shape[axis], width
+            return cos.reshape(shape), sin.reshape(shape)
+        ids = self.positions if isinstance(self.positions, torch.Tensor) else torch.as_tensor(
+            np.asarray(self.positions))
+        ids = ids.to(device)
+        per_pair = sections is not None
+        if per_pair:  # (S, ...) -> (..., m): each pair's own position
+            rows = pair_rows(tuple(int(s) for s in sections),  # type: ignore[attr-defined]
+                             self.sections_layout or "contiguous")
+            ids = ids.index_select(0, torch.from_numpy(rows).to(device)).movedim(0, -1)
+        cos, sin = pair_caches(angles.values(ids, dtype, per_pair), self.layout)
+        rows_shape = list(cos.shape[:-1])
+        shape = [1] * (ndim - 1 - len(rows_shape)) + rows_shape + [width]
+        return cos.reshape(shape), sin.reshape(shape)
+
     def by_torch(self, tensor: torch.Tensor, inverse: bool) -> torch.Tensor:
         """The rotated features of ``tensor``, by torch's ops on its device: the
         kernel's formula, with the caches rounded once to the dtype (default), or
-        in float64 with the result rounded once (exact)."""
-        cos, sin = self.caches(tensor)
+        in float64 with the result rounded once (exact: float64 on the device too).
+        On the device path the caches come from device operations alone."""
+        exact = self.exact or tensor.dtype is torch.float64
+        if _device_path(tensor):
+            c, s = self.device_caches(tensor, torch.float64 if exact else tensor.dtype)
+        else:
+            cos, sin = self.caches(tensor)
+            c, s = torch.from_numpy(cos), torch.from_numpy(sin)
+            if not exact:
+                c, s = _round_once(c, tensor.dtype), _round_once(s, tensor.dtype)
+            c, s = c.to(tensor.device), s.to(tensor.device)
         if inverse:
-            sin = -sin
-        width = cos.shape[-1]
-        x = tensor[..., :width]
-        device = tensor.device
-        if self.exact or tensor.dtype is torch.float64:
-            c, s = (torch.from_numpy(a).to(device) for a in (cos, sin))
+            s = -s
+        x = tensor[..., : c.shape[-1]]
+        if exact:
             wide = x.double()
             return _round_once(wide * c + _rotate_half(wide, self.layout) * s, tensor.dtype)
-        c, s = (_round_once(torch.from_numpy(a), tensor.dtype).to(device) for a in (cos, sin))
         return x * c + _rotate_half(x, self.layout) * s
+
+
+def _shape(positions: object) -> tuple[int, ...]:
+    if isinstance(positions, torch.Tensor):
+        return tuple(positions.shape)
+    return tuple(np.shape(positions))  # type: ignore[arg-type]
 
 
 def _rotate_half(x: torch.Tensor, layout: str) -> torch.Tensor:

@@ -21,6 +21,7 @@ from torch import nn
 import sinpe
 from sinpe import _core
 from sinpe.torch import _tensors
+from sinpe.torch._angles import angles_of, schedule_frequencies, sinusoid_table
 from sinpe.torch._tensors import (
     _DTYPE_CODES,
     _DTYPES,
@@ -101,16 +102,22 @@ def encode(
     return _table(L, d, n, offset, dtype, _device(device))
 
 
-# (dtype, L, d, n, offset) -> table, least recently used first
-_Tables = collections.OrderedDict[tuple[torch.dtype, int, int, float, int], torch.Tensor]
+# (dtype, d, n) -> the table of positions 0 .. rows - 1, least recently used first
+_Tables = collections.OrderedDict[tuple[torch.dtype, int, float], torch.Tensor]
+# the rows of a first table at least (a decoding loop's offsets then grow it rarely)
+MIN_ROWS = 64
 
 
 class _TableCache:
     """Tables for :func:`add_` off the CPU, least recently used first out.
 
-    One table per ``(device, dtype, L, d, n, offset)``.  Each device keeps at
-    most ``max_tables`` tables of at most ``max_bytes`` bytes in all; a table
-    larger than ``max_bytes`` is built for its call and not kept.
+    One table per ``(device, dtype, d, n)``, of positions ``0 .. rows - 1``: a call
+    takes its rows as a slice, so that a decoding loop's rising offset reuses it; a
+    call beyond it grows it to the next power of two (at least double), made by the
+    kernel on the CPU and moved to the device once.  Each device keeps at most
+    ``max_tables`` tables of at most ``max_bytes`` bytes in all; rows a table of
+    ``max_bytes`` cannot hold (and negative offsets) come from the device's exact
+    angles (:mod:`sinpe.torch._angles`), by device operations for the call.
     """
 
     def __init__(self, max_tables: int, max_bytes: int) -> None:
@@ -122,23 +129,30 @@ class _TableCache:
     def get(
         self, device: torch.device, dtype: torch.dtype, L: int, d: int, n: float, offset: int
     ) -> torch.Tensor:
-        key = (dtype, L, d, n, offset)
+        """The rows ``offset .. offset + L - 1`` of the table on ``device``."""
+        key = (dtype, d, n)
+        need = offset + L
         with self._lock:
             tables = self._tables.get(device)
-            if tables is not None and key in tables:
+            table = None if tables is None else tables.get(key)
+            if table is not None and offset >= 0 and table.shape[0] >= need:
+                assert tables is not None
                 tables.move_to_end(key)
-                return tables[key]
-        table = _table(L, d, n, offset, dtype, device)
-        size = table.numel() * table.element_size()
-        if size > self.max_bytes:
-            return table
+                return table[offset:need]
+        rows = max(MIN_ROWS, 1 << max(need - 1, 0).bit_length(),
+                   2 * (0 if table is None else table.shape[0]))
+        if offset < 0 or rows * d * dtype.itemsize > self.max_bytes:
+            rows = need
+        if offset < 0 or rows * d * dtype.itemsize > self.max_bytes:
+            return _angle_table(L, d, n, offset, dtype, device)
+        table = _table(rows, d, n, 0, dtype, device)
         with self._lock:
             tables = self._tables.setdefault(device, _Tables())
             tables[key] = table
             tables.move_to_end(key)
             while len(tables) > self.max_tables or self.nbytes(device) > self.max_bytes:
                 tables.popitem(last=False)
-        return table
+        return table[offset:need]
 
     def nbytes(self, device: torch.device) -> int:
         tables = self._tables.get(device, _Tables())
@@ -154,6 +168,17 @@ class _TableCache:
 
 # A training or decoding loop adds the same few tables again and again.
 _TABLES = _TableCache(max_tables=8, max_bytes=64 << 20)
+
+
+def _angle_table(L: int, d: int, n: float, offset: int, dtype: torch.dtype,
+                 device: torch.device) -> torch.Tensor:
+    """Rows ``offset .. offset + L - 1`` of the table by the device's exact angles
+    (device operations: within half an ulp plus ``2**-30`` of the exact values)."""
+    if device.type == "meta":
+        return _empty((L, d), dtype, device)
+    angles = angles_of(schedule_frequencies(n, d))
+    positions = torch.arange(offset, offset + L, device=device)
+    return sinusoid_table(angles.values(positions, dtype), d)
 
 
 def add_(
@@ -181,11 +206,16 @@ def add_(
     whose memory the kernel cannot address (negative views such as
     ``z.conj().imag``, tensor subclasses, ``torch.vmap``'s batched tensors),
     torch's own ops do the writing, as ``tensor.mul_(scale).add_(table)``
-    (no ``mul_`` when ``scale == 1``), with ``table`` written by the kernel on
-    the CPU and moved to the tensor's device once: each device keeps its last
-    8 tables, at most 64 MiB in all, for later calls (a larger table is not
-    kept).  A meta tensor gets a meta table: arguments and shapes are checked,
-    no values exist.
+    (no ``mul_`` when ``scale == 1``), with ``table`` rows of a table kept per
+    device, dtype, width and base: positions ``0 .. rows - 1``, written by the
+    kernel on the CPU and moved to the device once, grown (doubled) when a call
+    goes past it, so that a decoding loop's rising ``offset`` costs a slice.
+    Each device keeps 8 tables, at most 64 MiB in all; rows beyond (and
+    negative offsets) are made for the call by device operations from the
+    device's exact angles, within half an ulp plus ``2**-30`` of the exact
+    values (the kernel's table's bits but in the last bit of about 1.5% of
+    float32 values).  A meta tensor gets a meta table: arguments and shapes are
+    checked, no values exist.
 
     Raises, before anything is written: ``TypeError`` for a non-tensor, a
     non-strided layout or another dtype; ``ValueError`` for a tensor that

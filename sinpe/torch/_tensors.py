@@ -124,6 +124,23 @@ def _device_path_on(device: torch.device) -> bool:
     return DEVICE_PATH_FORCED or device.type != "cpu"
 
 
+_FLOAT64: dict[str, bool] = {}
+
+
+def _float64_on(device: torch.device) -> bool:
+    """Whether ``device`` has float64 tensors (Apple's MPS has none), probed once per
+    kind of device."""
+    known = _FLOAT64.get(device.type)
+    if known is None:
+        try:
+            torch.zeros(1, dtype=torch.float64, device=device)
+            known = True
+        except (TypeError, RuntimeError):
+            known = False
+        _FLOAT64[device.type] = known
+    return known
+
+
 _Memory = tuple[int, torch.Size, tuple[int, ...], int]
 
 

@@ -16,8 +16,14 @@ Which values change: tensors made or converted to float32 (``.float()``,
 torch's default float dtype) are made in float64, complex64 in complex128; nothing
 else (no ``view`` of bits, no other dtype).  The module's buffers keep their dtypes
 (a buffer the forward reassigns is cast back after the call).  The largest angle
-given to ``cos``/``sin``/``polar`` is recorded: it bounds how far HF's float32 result
-may be from the double one, which the check uses.
+given to ``cos``/``sin``/``polar`` is recorded while a module is checked (a value read
+on the host: at patch, or at the first call): it bounds how far HF's float32 result may
+be from the double one, which the check uses.  Checked calls read nothing on the host.
+
+This is the one place where sinpe computes in float64 on a model's device:
+:func:`sinpe.torch.patch` names the modules it serves this way
+(``Patch.double_precision``), and refuses them on a device without float64 (Apple's
+MPS).
 """
 
 import copy
@@ -190,9 +196,9 @@ class DoubleForward:
         """A call, not traced: the first one checked against the module's own."""
         if self.failed:
             return self.own(*args, **kwargs)
+        if self.checked or self.reference is None:  # no value read: the angle is not needed
+            return run_in_double(self.module, self.own, args, kwargs, record=False)[0]
         got, angle = run_in_double(self.module, self.own, args, kwargs)
-        if self.checked or self.reference is None:
-            return got
         want = types.MethodType(type(self.reference).forward, self.reference)(*args, **kwargs)
         why = caches_differ(got, want, angle)
         if why:

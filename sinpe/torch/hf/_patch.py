@@ -40,7 +40,7 @@ from torch import nn
 import sinpe
 from sinpe.torch._multi_axis import AxialRotary
 from sinpe.torch._rotary_module import RotaryEmbedding
-from sinpe.torch._tensors import _one_torch_thread, _round_once
+from sinpe.torch._tensors import _float64_on, _one_torch_thread, _round_once
 from sinpe.torch.hf import _checks as checks
 from sinpe.torch.hf import _discover as discover
 from sinpe.torch.hf._double import DoubleForward
@@ -212,6 +212,15 @@ class Patch:
         self._undo: Optional[_Undo] = undo
 
     @property
+    def double_precision(self) -> list[str]:
+        """The modules (among ``rotary``) that compute their caches in float64 on the
+        model's device: their own code in double precision (``caches``' "double
+        precision"), the one place where sinpe computes in float64 there.  On a
+        device without float64 (Apple's MPS) ``patch`` keeps these modules
+        transformers' own instead, and ``kept`` says why."""
+        return [what for what, how in self.caches.items() if how == "double precision"]
+
+    @property
     def active(self) -> bool:
         """Whether the patch is in force (not undone)."""
         return self._undo is not None
@@ -331,7 +340,7 @@ class _Plan:
     def of(cls, model: nn.Module, frequencies: str) -> "_Plan":
         device = _model_place(model)
         plan = cls([], [], [], {}, set(), [])
-        caches_found = plan._rotary_modules(model, frequencies)
+        caches_found = plan._rotary_modules(model, frequencies, device)
         caches_found += plan._tables(model)
         globals_found = discover.apply_globals(model, _SWAPS)
         if not caches_found and not globals_found:
@@ -351,9 +360,10 @@ class _Plan:
             plan._function(place, device)
         return plan
 
-    def _rotary_modules(self, model: nn.Module, frequencies: str) -> int:
-        """Plans a forward override for each rotary module sinpe stands in for; returns
-        how many rotary modules were found."""
+    def _rotary_modules(self, model: nn.Module, frequencies: str, device: torch.device) -> int:
+        """Plans a forward override for each rotary module sinpe stands in for (its
+        device path's tables made on the model's ``device``); returns how many rotary
+        modules were found."""
         found = 0
         made: dict[Any, Callable[..., Any]] = {}  # one stand-in for modules alike
         for name, module in discover.rotary_modules(model):
@@ -363,10 +373,11 @@ class _Plan:
             key = _stand_in_key(module)
             forward = made.get(key) if key is not None else None
             if forward is None:
-                forward, why = _stand_in(module, what, frequencies, self.deferred)
+                forward, why = _stand_in(module, what, frequencies, self.deferred, device)
                 if forward is None:
                     self.kept[what] = why
                     continue
+                _prepare(forward, device)
                 if key is not None:
                     made[key] = forward
             self.methods.append(_MethodSwap(name, module, "forward", forward))
@@ -473,8 +484,17 @@ def _stand_in_key(module: nn.Module) -> Optional[tuple[Any, ...]]:
             getattr(module, "rope_type", None) == "axial")
 
 
+def _prepare(forward: Callable[..., Any], device: torch.device) -> None:
+    """Makes a stand-in's device-path tables on the model's device now (a compiled
+    first call could not make them)."""
+    owner = getattr(forward, "__self__", forward)
+    prepare = getattr(owner, "prepare", None)
+    if callable(prepare):
+        prepare(device)
+
+
 def _stand_in(module: nn.Module, what: str, frequencies: str,
-              deferred: list[tuple[str, DoubleForward]]
+              deferred: list[tuple[str, DoubleForward]], device: torch.device
               ) -> tuple[Optional[Callable[..., Any]], str]:
     """sinpe's forward for a rotary module, checked, or None and why not: sinpe's
     rotary module made from it (kept tables) where it stands in, else the module's own
@@ -491,6 +511,9 @@ def _stand_in(module: nn.Module, what: str, frequencies: str,
         return forward, ""
     if frequencies == "exact":
         return None, why  # the double run keeps the module's own frequencies
+    if not _float64_on(device):
+        return None, (f"{why}; sinpe's other way, its own code in double precision, needs "
+                      f"float64, which {device.type} does not have")
     if discover.takes_positions(module):
         double = DoubleForward(module, checked=True)
         again = checks.check_double(module, double.run)
