@@ -79,6 +79,7 @@ OPTIONAL = {
     "torch": "torch",
     "x-transformers": "x_transformers",
     "transformers": "transformers",
+    "diffusers": "diffusers",
     "rotary-embedding-torch": "rotary_embedding_torch",
     "positional-encodings": "positional_encodings",
     "onnx": "onnx",

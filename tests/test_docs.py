@@ -5,7 +5,7 @@
   is what NumPy prints).
 * Every ```python block of README.md and docs/**/*.md runs as it stands, in a fresh
   namespace and an empty directory, as a reader would paste it; blocks that use
-  torch or transformers need them (conftest.require).  mktestdocs extracts the
+  torch, transformers or diffusers need them (conftest.require).  mktestdocs extracts the
   blocks.  The code of the site's figures (``.. plot::`` directives) runs too.
 * Every line of the command-line page's example block runs, and writes what it names.
 * The API reference (docs/reference/) lists every public name of sinpe, sinpe.torch
@@ -147,6 +147,8 @@ def test_python_block_runs(block, directory, tmp_path, monkeypatch):
         require("torch")
     if re.search(r"^\s*import .*\btransformers\b", block, re.M):
         require_module("transformers")
+    if re.search(r"^\s*(import|from) diffusers\b", block, re.M):
+        require_module("diffusers")
     monkeypatch.chdir(directory or tmp_path)
     require("matplotlib")
     import matplotlib.pyplot as plt
