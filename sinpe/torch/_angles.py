@@ -188,9 +188,33 @@ class AngleTables:
             with self._lock:
                 tables = self._tables.get(key)
                 if tables is None:
-                    tables = tuple(_on_device(array, device) for array in self._make(kind))
+                    if device.type == "meta":  # shapes alone: no kernel call, no values
+                        tables = tuple(torch.empty(shape, dtype=dtype, device=device)
+                                       for shape, dtype in self._shapes(kind))
+                    else:
+                        tables = tuple(_on_device(array, device) for array in self._make(kind))
                     self._tables[key] = tables
         return tables
+
+    def _shapes(self, kind: str) -> list[tuple[tuple[int, ...], torch.dtype]]:
+        """The shapes and dtypes of :meth:`_make`'s arrays."""
+        m, values = self.count, torch.float64 if kind.startswith("double") else torch.int64
+        if kind.endswith("fraction"):
+            return [((FRACTION_ROWS, m, 2, 2), values)] * (FRACTION_BITS // FRACTION_DIGIT)
+        scalings = torch.float64 if values is torch.float64 else torch.float32
+        return [((4, 2), scalings), ((m,), torch.int64), ((HIGH_ROWS, m, 2), values),
+                ((LOW_ROWS, m, 2, 2), values)]
+
+    # copies and pickles (of a model holding a patched module) make their tables again
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"], state["_tables"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._tables = {}
 
     def _make(self, kind: str) -> list[NDArray[Any]]:
         """The arrays of ``kind`` (see :meth:`on`)."""
@@ -241,7 +265,7 @@ class AngleTables:
             whole = whole.clamp(max=self.limit).long() + (ticks >> FRACTION_BITS)
             ticks = ticks & ((1 << FRACTION_BITS) - 1)
         else:  # (clamped first: the magnitude of the most negative int64 is itself)
-            wide = positions.clamp(-self.limit - 1, self.limit + 1)
+            wide = positions.long().clamp(-self.limit - 1, self.limit + 1)
             whole = wide.abs()
             valid = whole <= self.limit
         whole = whole.clamp(0, self.limit)

@@ -397,6 +397,9 @@ class RotaryEmbedding(nn.Module):
         frequencies = None
         if (rotary.rope_type == "dynamic" and rotary.trained is not None
                 and position_ids.numel() and not position_ids.is_meta and device.type != "meta"):
+            if _ops.is_compiling():  # frequencies that follow the lengths: not traced (a
+                # graph break, as transformers' module breaks there too)
+                return _untraced_forward(self, rotary, position_ids, dtype, device)
             high = position_ids.max().item()  # (transformers' dynamic_rope_update reads it)
             if not -sinpe.MAX_POSITION <= high <= sinpe.MAX_POSITION:
                 _refuse_positions(position_ids.min().item(), high)
@@ -451,6 +454,14 @@ class RotaryEmbedding(nn.Module):
         except KeyError:
             raise ValueError(f"layer_type={layer_type!r} is not among this module's layer "
                              f"types: {list(self._rotaries)}") from None
+
+
+@torch.compiler.disable  # type: ignore[untyped-decorator]
+def _untraced_forward(module: RotaryEmbedding, rotary: _Rotary, position_ids: torch.Tensor,
+                      dtype: torch.dtype, device: torch.device) -> Caches:
+    """:meth:`RotaryEmbedding._device_forward` outside the compiled graph (dynamic rope's
+    frequencies change with the lengths seen, and their tables are made eagerly)."""
+    return module._device_forward(rotary, position_ids, dtype, device)
 
 
 def _refuse_positions(lo: Any, hi: Any) -> None:

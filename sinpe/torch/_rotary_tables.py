@@ -226,7 +226,7 @@ class _Rotary:
                     self.long = self._compute(self.original + 1)
                 long = self.angle_tables("long", self.long, self.scaling).values(
                     ids, values_dtype, per_pair)
-                values = torch.where(position_ids.max() + 1 > self.original, long, values)
+                values = torch.where(position_ids.max().long() + 1 > self.original, long, values)
         return pair_caches(values, self.form)
 
 

@@ -1,0 +1,220 @@
+"""sinpe.torch's device path: exact positions by device operations alone.
+
+On every device but the CPU, and on the CPU with ``SINPE_TORCH_PATH=device`` (set here
+by hand: ``_tensors.DEVICE_PATH_FORCED``), sinpe.torch reads no tensor value on the
+host, copies nothing per call and computes nothing in float64 (but a float64 result
+asked for, and the double-precision fallback that ``patch`` names).  Held here:
+
+- the exact angle tables (``sinpe/torch/_angles.py``) against mpmath: integer
+  positions up to ``2**24`` and real ones, every dtype, within half an ulp of the
+  exact value plus the bound derived in the module (the tables' 2**-32 rounding, the
+  double angles of the kernel); NaN for positions out of range; the angle limit of
+  large frequencies;
+- in a dispatch mode, during patched forwards and decoding steps of tiny models of
+  every rope form: host reads (``aten._local_scalar_dense``, ``Tensor.numpy``,
+  ``Tensor.tolist``) no more than transformers' own forward makes, float64
+  operations none;
+- a patched model whose weights are fake CUDA tensors runs (a host read fails there);
+- ``torch.compile(fullgraph=True, dynamic=True)`` of a patched model, the eager values;
+- a 10,485,760-position model: patch and its first call within 64 MiB of
+  transformers' own;
+- the public functions on the device path against the CPU path.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import require, require_torch
+
+torch = require_torch()
+transformers = require("transformers")
+mpmath = require("mpmath")
+import sinpe  # noqa: E402
+import sinpe.torch as st  # noqa: E402
+from sinpe.torch import _angles, _tensors  # noqa: E402
+from test_patch import CASES, LENGTH, PROMPT, VOCAB, build, decode  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+mpmath.mp.dps = 40
+# sinpe/torch/_angles.py: a table value is within 2**-32 of its double value; a
+# rotation by an integer position's two digits adds the error of two tables (a vector
+# of norm sqrt(2) * 2**-32 each), a real position's six fraction digits six more, each
+# with a rounding back to Q1.31 of the same size.
+QUANTIZATION = {"integer": 2 * math.sqrt(2) * 2.0**-32, "real": 14 * math.sqrt(2) * 2.0**-32}
+
+
+@pytest.fixture
+def device_path(monkeypatch):
+    """SINPE_TORCH_PATH=device for the test: CPU tensors take the other devices' path."""
+    monkeypatch.setattr(_tensors, "DEVICE_PATH_FORCED", True)
+
+
+# -- the angle tables against mpmath ---------------------------------------------------------
+
+
+def half_ulp(value: float, dtype) -> float:
+    """Half the spacing of ``dtype``'s values in ``value``'s binade: the most that
+    rounding ``value`` to nearest moves it."""
+    info = torch.finfo(dtype)
+    exponent = math.floor(math.log2(max(abs(value), info.smallest_normal)))
+    return 2.0 ** (exponent - info.nmant - 1)
+
+
+def exact(position: float, w: float, scale: float = 1.0) -> tuple[float, float]:
+    angle = mpmath.mpf(position) * mpmath.mpf(w)
+    return float(mpmath.cos(angle) * scale), float(mpmath.sin(angle) * scale)
+
+
+def bound(value: float, dtype, kind: str, position: float, w: float) -> float:
+    """Half an ulp, the tables' rounding and the double angles' (the kernel rounds the
+    angle of a table's row once: 2**-53 of it, and of the small rows)."""
+    angles = (abs(position) * abs(w) + 1) * 2.0**-52
+    return half_ulp(value, dtype) + QUANTIZATION[kind] + angles
+
+
+POSITIONS = {
+    "integer": np.concatenate([np.arange(0, 40), [4095, 4096, 4097, 65535, 2**20, 2**24 - 1,
+                                                  2**24, -1, -4096, -(2**24)],
+                               np.random.default_rng(0).integers(-2**24, 2**24, 40)]),
+    "real": np.concatenate([[0.5, 0.25, -0.75, 999.3, 1e-3, 3e-8, 2**24 - 0.5],
+                            np.random.default_rng(1).uniform(-1000, 1000, 30),
+                            np.random.default_rng(2).uniform(0, 1, 20)]).astype(np.float32),
+}
+
+
+@pytest.mark.parametrize("kind", ["integer", "real"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("scale", [1.0, 1.25])
+def test_angles_are_exact_values_rounded_once(kind, dtype, scale):
+    freq = _angles.schedule_frequencies(10000.0, 64)
+    tables = _angles.AngleTables(freq, scale)
+    positions = POSITIONS[kind]
+    got = tables.values(torch.from_numpy(positions), dtype).double().numpy()
+    assert got.shape == (len(positions), 32, 2)
+    worst = 0.0
+    for i, p in enumerate(positions):
+        for j in (0, 1, 5, 13, 31):
+            for k, value in enumerate(exact(float(p), float(freq[j]), scale)):
+                if dtype is torch.float64:
+                    allowed = (abs(float(p)) * freq[j] + 8) * 2.0**-51
+                else:
+                    allowed = bound(value, dtype, kind, float(p), float(freq[j]))
+                error = abs(got[i, j, k] - value)
+                worst = max(worst, error / allowed)
+                assert error <= allowed, (p, j, k, got[i, j, k], value)
+    assert worst > 0.1  # the bound is not loose by orders of magnitude
+
+
+def test_angles_of_fractions_are_exact_to_two_to_the_minus_49():
+    """A float32 fraction below 2**-25 has bits under 2**-48: read to 2**-49."""
+    tables = _angles.AngleTables(np.array([1000.0]))
+    p = np.float32(3e-9)
+    got = tables.values(torch.tensor([p]), torch.float64)[0, 0].numpy()
+    want = exact(float(p), 1000.0)
+    assert abs(got[1] - want[1]) <= 1000.0 * 2.0**-49 + 2.0**-52
+
+
+def test_positions_out_of_range_give_nan_and_never_index_out_of_the_tables():
+    tables = _angles.AngleTables(_angles.schedule_frequencies(10000.0, 8))
+    limit = sinpe.MAX_POSITION
+    for dtype in (torch.int64, torch.int32):
+        positions = torch.tensor([limit, -limit, 5], dtype=torch.int64).to(dtype)
+        assert torch.isfinite(tables.values(positions, torch.float32)).all()
+    far = torch.tensor([limit + 1, -limit - 1, 2**62, -(2**63), 2**63 - 1])
+    assert torch.isnan(tables.values(far, torch.float32)).all()
+    real = torch.tensor([float(limit) + 2, math.inf, -math.inf, math.nan, 1e30])
+    assert torch.isnan(tables.values(real, torch.float32)).all()
+
+
+def test_large_frequencies_serve_positions_up_to_the_kernels_angle_limit():
+    tables = _angles.AngleTables(np.array([1000.0, 1.0]))
+    assert tables.limit == int(sinpe._core._MAX_ANGLE // 1000.0)
+    ok, beyond = tables.values(torch.tensor([tables.limit, tables.limit + 1]), torch.float32)
+    assert torch.isfinite(ok).all() and torch.isnan(beyond).all()
+    assert np.allclose(ok.double().numpy(), np.array([exact(tables.limit, 1000.0),
+                                                      exact(tables.limit, 1.0)]), atol=1e-6)
+
+
+def test_negative_positions_negate_the_sine_of_the_magnitude():
+    tables = _angles.AngleTables(_angles.schedule_frequencies(500.0, 16))
+    positions = torch.tensor([3, 70000, 2**23 + 5])
+    plus = tables.values(positions, torch.float32)
+    minus = tables.values(-positions, torch.float32)
+    assert torch.equal(minus[..., 0], plus[..., 0]) and torch.equal(minus[..., 1], -plus[..., 1])
+
+
+def test_per_pair_positions_take_each_pairs_own_position():
+    tables = _angles.AngleTables(_angles.schedule_frequencies(10000.0, 8))
+    rows = torch.tensor([[0, 7, 100, 2**20], [5, 5, 5, 5]])
+    got = tables.values(rows, torch.float32, per_pair=True)
+    for b in range(2):
+        for j in range(4):
+            single = tables.values(rows[b, j : j + 1], torch.float32)[0, j]
+            assert torch.equal(got[b, j], single)
+
+
+# -- host reads and float64 in a patched model's forward -------------------------------------
+
+
+class Counted(TorchDispatchMode):
+    """Counts host reads (``aten._local_scalar_dense``: ``.item()``, ``bool()``,
+    ``int()`` of a tensor) and operations on float64 (or complex128) tensors; and,
+    by wrapping them, ``Tensor.numpy`` and ``Tensor.tolist`` (no dispatch of their own)."""
+
+    def __init__(self, monkeypatch):
+        super().__init__()
+        self.reads: list[str] = []
+        self.double: list[str] = []
+        for name in ("numpy", "tolist"):
+            original = getattr(torch.Tensor, name)
+
+            def counted(tensor, *args, _original=original, _name=name, **kwargs):
+                self.reads.append(_name)
+                return _original(tensor, *args, **kwargs)
+            monkeypatch.setattr(torch.Tensor, name, counted)
+        self._monkeypatch = monkeypatch
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is torch.ops.aten._local_scalar_dense.default:
+            self.reads.append(str(func))
+        leaves = torch.utils._pytree.tree_leaves((args, kwargs, out))
+        if any(isinstance(t, torch.Tensor) and t.dtype in (torch.float64, torch.complex128)
+               for t in leaves):
+            self.double.append(str(func))
+        return out
+
+    def __exit__(self, *exc):
+        out = super().__exit__(*exc)
+        self._monkeypatch.undo()
+        return out
+
+
+def counts(model, ids, monkeypatch):
+    """Host reads and float64 operations of a forward of ``ids`` and of one decoding
+    step after it."""
+    with torch.no_grad():
+        with Counted(monkeypatch) as forward:
+            out = model(ids, use_cache=True)
+        past = out.past_key_values
+        with Counted(monkeypatch) as step:
+            model(ids[:, -1:], past_key_values=past, use_cache=True)
+    return forward, step
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_patched_forward_reads_no_more_and_computes_no_float64(name, monkeypatch, device_path,
+                                                                 one_torch_thread):
+    model = build(name)
+    ids = torch.randint(3, VOCAB, (1, 12), generator=torch.Generator().manual_seed(3))
+    hf_forward, hf_step = counts(model, ids, monkeypatch)
+    with st.patch(model) as handle:
+        forward, step = counts(model, ids, monkeypatch)
+    assert handle.double_precision == []
+    # the same reads as transformers' own forward: its own code's (dynamic rope reads
+    # max(position_ids), and sinpe's stand-in does as it does), none added
+    assert len(forward.reads) == len(hf_forward.reads), (forward.reads, hf_forward.reads)
+    assert len(step.reads) == len(hf_step.reads), (step.reads, hf_step.reads)
+    assert forward.double == hf_forward.double == [] and step.double == []
