@@ -14,7 +14,7 @@ asked for, and the double-precision fallback that ``patch`` names).  Held here:
   every rope form: host reads (``aten._local_scalar_dense``, ``Tensor.numpy``,
   ``Tensor.tolist``) no more than transformers' own forward makes, float64
   operations none;
-- a patched model whose weights are fake CUDA tensors runs (a host read fails there);
+- a patched model moved to the meta device runs (a host read fails there);
 - ``torch.compile(fullgraph=True, dynamic=True)`` of a patched model, the eager values;
 - a 10,485,760-position model: patch and its first call within 64 MiB of
   transformers' own;
@@ -23,6 +23,7 @@ asked for, and the double-precision fallback that ``patch`` names).  Held here:
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -30,7 +31,7 @@ from conftest import require, require_torch
 
 torch = require_torch()
 transformers = require("transformers")
-mpmath = require("mpmath")
+import mpmath  # noqa: E402  (a test requirement everywhere)
 import sinpe  # noqa: E402
 import sinpe.torch as st  # noqa: E402
 from sinpe.torch import _angles, _tensors  # noqa: E402
@@ -59,7 +60,7 @@ def half_ulp(value: float, dtype) -> float:
     rounding ``value`` to nearest moves it."""
     info = torch.finfo(dtype)
     exponent = math.floor(math.log2(max(abs(value), info.smallest_normal)))
-    return 2.0 ** (exponent - info.nmant - 1)
+    return 2.0**exponent * info.eps / 2
 
 
 def exact(position: float, w: float, scale: float = 1.0) -> tuple[float, float]:
@@ -163,10 +164,11 @@ class Counted(TorchDispatchMode):
     ``int()`` of a tensor) and operations on float64 (or complex128) tensors; and,
     by wrapping them, ``Tensor.numpy`` and ``Tensor.tolist`` (no dispatch of their own)."""
 
-    def __init__(self, monkeypatch):
+    def __init__(self):
         super().__init__()
         self.reads: list[str] = []
         self.double: list[str] = []
+        monkeypatch = pytest.MonkeyPatch()
         for name in ("numpy", "tolist"):
             original = getattr(torch.Tensor, name)
 
@@ -192,29 +194,140 @@ class Counted(TorchDispatchMode):
         return out
 
 
-def counts(model, ids, monkeypatch):
+def counts(model, ids):
     """Host reads and float64 operations of a forward of ``ids`` and of one decoding
     step after it."""
     with torch.no_grad():
-        with Counted(monkeypatch) as forward:
+        with Counted() as forward:
             out = model(ids, use_cache=True)
         past = out.past_key_values
-        with Counted(monkeypatch) as step:
+        with Counted() as step:
             model(ids[:, -1:], past_key_values=past, use_cache=True)
     return forward, step
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_a_patched_forward_reads_no_more_and_computes_no_float64(name, monkeypatch, device_path,
+def test_a_patched_forward_reads_no_more_and_computes_no_float64(name, device_path,
                                                                  one_torch_thread):
     model = build(name)
     ids = torch.randint(3, VOCAB, (1, 12), generator=torch.Generator().manual_seed(3))
-    hf_forward, hf_step = counts(model, ids, monkeypatch)
+    hf_forward, hf_step = counts(model, ids)
     with st.patch(model) as handle:
-        forward, step = counts(model, ids, monkeypatch)
+        forward, step = counts(model, ids)
     assert handle.double_precision == []
-    # the same reads as transformers' own forward: its own code's (dynamic rope reads
-    # max(position_ids), and sinpe's stand-in does as it does), none added
-    assert len(forward.reads) == len(hf_forward.reads), (forward.reads, hf_forward.reads)
-    assert len(step.reads) == len(hf_step.reads), (step.reads, hf_step.reads)
+    # no more reads than transformers' own forward (its own code's: DeepSeek's
+    # routing reads counts): sinpe adds none, and for dynamic rope, where transformers'
+    # module reads max(position_ids) twice, sinpe's stand-in reads it once
+    assert len(forward.reads) <= len(hf_forward.reads), (forward.reads, hf_forward.reads)
+    assert len(step.reads) <= len(hf_step.reads), (step.reads, hf_step.reads)
+    if "dynamic" not in name:
+        assert (len(forward.reads), len(step.reads)) == (len(hf_forward.reads),
+                                                         len(hf_step.reads))
     assert forward.double == hf_forward.double == [] and step.double == []
+
+
+# -- every form of the rotary module ----------------------------------------------------------
+
+
+def test_every_form_reads_nothing_and_stays_within_the_bound_of_the_kernels(device_path):
+    """RotaryEmbedding on the device path for each family of test_rotary_families (every
+    form, rope type and multi-axis sections): no host read but dynamic's, no float64,
+    HF's shapes, dtypes and contiguity, each value within one ulp of the kernel path's
+    plus 2**-29 (both are within half an ulp plus 2**-30 of the exact value)."""
+    from test_rotary_families import families
+
+    for name, (config, layer_type, _, form, fixed) in families().items():
+        if isinstance(config, Exception):
+            continue
+        rotary = st.RotaryEmbedding(config, layer_type=layer_type)
+        sections = rotary.sections is not None
+        shape = (3, 2, 6) if sections else (2, 6)
+        ids = torch.arange(12).reshape(2, 6) * 37 + 2**20
+        ids = ids.expand(3, 2, 6) if sections else ids
+        for dtype in (torch.float32, torch.bfloat16):
+            x = torch.zeros(1, dtype=dtype)
+            with Counted() as counted:
+                got = rotary(x, ids)
+            _tensors.DEVICE_PATH_FORCED = False
+            want = rotary(x, ids)
+            _tensors.DEVICE_PATH_FORCED = True
+            if rotary.rope_type != "dynamic":
+                assert counted.reads == [], name
+            assert counted.double == [], name
+            got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+            for g, w in zip(got, want):
+                assert (g.shape, g.dtype) == (w.shape, w.dtype) and g.is_contiguous(), name
+                g, w = (torch.view_as_real(t) if t.is_complex() else t for t in (g, w))
+                ulp = torch.finfo(w.dtype).eps * w.double().abs().clamp(min=2.0**-126)
+                assert ((g.double() - w.double()).abs() <= ulp + 2.0**-29).all(), (name, shape)
+
+
+# -- a model on fake CUDA tensors, compiled, at 10M positions --------------------------------
+
+@pytest.mark.parametrize("name", ["llama", "llama-yarn", "phi3-longrope", "gemma3", "gptj"])
+def test_a_patched_model_runs_on_the_meta_device(name, one_torch_thread):
+    """Meta tensors have no values: any host read of one raises.  A model patched on the
+    CPU, then moved to the meta device (a device other than the CPU: the device path),
+    runs a forward and a decoding step, as transformers' own does there.  (Fake CUDA
+    tensors would say the same on a CUDA build of torch; the CPU build refuses some
+    of their operations, transformers' own included.)"""
+    model = build(name)
+    handle = st.patch(model)
+    ids = torch.randint(3, VOCAB, (1, 12), device="meta")
+    with torch.no_grad():
+        model.to("meta")
+        out = model(ids, use_cache=True)
+        step = model(ids[:, -1:], past_key_values=out.past_key_values, use_cache=True)
+    handle.undo()
+    assert out.logits.shape == (1, 12, VOCAB) and out.logits.device.type == "meta"
+    assert step.logits.shape == (1, 1, VOCAB)
+
+
+def test_compiles_fullgraph_with_dynamic_shapes_and_the_eager_values(device_path,
+                                                                     one_torch_thread):
+    model = build("llama")
+    ids = torch.randint(3, VOCAB, (1, 12), generator=torch.Generator().manual_seed(5))
+    far = torch.arange(2**20, 2**20 + 12)[None]
+    with torch.no_grad(), st.patch(model):
+        eager = [model(ids).logits, model(ids, position_ids=far).logits]
+        torch._dynamo.reset()
+        compiled = torch.compile(model, fullgraph=True, dynamic=True, backend="aot_eager")
+        got = [compiled(ids).logits, compiled(ids, position_ids=far).logits]
+        longer = compiled(torch.randint(3, VOCAB, (1, 20))).logits
+    assert all(torch.equal(g, e) for g, e in zip(got, eager))
+    assert longer.shape == (1, 20, VOCAB)
+
+
+MEMORY = r"""
+import json, os, torch, transformers
+torch.set_num_threads(1)
+import sinpe.torch as st
+def rss():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+config = transformers.LlamaConfig(vocab_size=96, hidden_size=256, intermediate_size=256,
+                                  num_hidden_layers=2, num_attention_heads=2,
+                                  max_position_embeddings=10_485_760)
+ids = torch.randint(3, 96, (1, 16))
+model = transformers.LlamaForCausalLM(config).eval()
+with torch.no_grad():
+    before = rss(); model(ids); hf = rss() - before        # transformers' own first call
+    before = rss(); handle = st.patch(model); model(ids, position_ids=ids * 0 + 10_000_000)
+    patched = rss() - before
+print(json.dumps({"hf": hf, "patched": patched}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_a_ten_million_position_model_costs_what_transformers_costs(tmp_path):
+    """patch and the first call of a 10,485,760-position model (head 128) at position
+    10**7: within 64 MiB of transformers' own first call (the angle tables, a few MiB,
+    the same at any context length)."""
+    import json
+
+    from conftest import run_python
+
+    proc = run_python(["-c", MEMORY], tmp_path, {"SINPE_TORCH_PATH": "device"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    used = json.loads(proc.stdout.splitlines()[-1])
+    assert used["patched"] - used["hf"] <= 64 << 20, used

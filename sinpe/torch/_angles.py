@@ -279,7 +279,7 @@ class AngleTables:
                     value = (value + (1 << (ONE - 1))) >> ONE  # back to Q1.31, rounded
                 index = (ticks >> shift) & (FRACTION_ROWS - 1)
                 value = _combine(value, _gather(table, index, pair))
-        row = (wide < 0).long() + 2 * (~valid).long()  # the row of the scalings
+        row = (wide < 0).long() + 2 * valid.logical_not().long()  # the row of the scalings
         scale = torch.embedding(factors, row)
         return value, (scale if per_pair else scale.unsqueeze(-2))
 
