@@ -331,3 +331,29 @@ def test_a_ten_million_position_model_costs_what_transformers_costs(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     used = json.loads(proc.stdout.splitlines()[-1])
     assert used["patched"] - used["hf"] <= 64 << 20, used
+
+
+def test_attention_scores_do_not_move_with_the_offset(device_path):
+    """Llama 3.1's rope (head 128): the attention scores of the same queries and keys
+    (unit variance) placed at 0.. and at 2**20.. or 2**23.. differ by float32 noise on
+    the device path (< 1e-5); transformers' float32 module moves them by 4e-2 and 0.3."""
+    from transformers.models.llama.modeling_llama import (LlamaRotaryEmbedding,
+                                                          apply_rotary_pos_emb)
+
+    config = transformers.LlamaConfig(
+        hidden_size=4096, num_attention_heads=32, max_position_embeddings=131072,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                         "original_max_position_embeddings": 8192})
+    generator = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(1, 8, 64, 128, generator=generator) for _ in range(2))
+
+    def scores(rotary, start):
+        cos, sin = rotary(q, torch.arange(start, start + 64)[None])
+        q_rotated, k_rotated = apply_rotary_pos_emb(q, k, cos, sin)
+        return q_rotated @ k_rotated.transpose(-1, -2) / math.sqrt(128)
+
+    ours, hf = st.RotaryEmbedding(config), LlamaRotaryEmbedding(config)
+    for start, hf_moves in ((2**20, 1e-2), (2**23, 1e-1)):
+        assert float((scores(ours, start) - scores(ours, 0)).abs().max()) < 1e-5
+        assert float((scores(hf, start) - scores(hf, 0)).abs().max()) > hf_moves

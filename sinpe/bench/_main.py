@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import sinpe
 from sinpe.bench._decode import decode_cases, print_decode
+from sinpe.bench._device import device_cases, print_device
 from sinpe.bench._hot import ADD_SHAPES, hot_path_cases, print_hot_path
 from sinpe.bench._long_context import long_context_cases, print_long_context
 from sinpe.bench._machine import _header, _load_average, _print_cpu, _print_versions
@@ -48,6 +49,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                        "HF's own and patched by sinpe.torch.patch"),
     ):
         parser.add_argument(flag, action="store_true", help=text)
+    parser.add_argument("--device", metavar="DEVICE",
+                        help="time sinpe.torch's device path on DEVICE (cuda, mps, cpu: the "
+                             "device path forced on the CPU) instead: a Llama-shaped model's "
+                             "decoding step, HF's own and patched (eager, compiled, CUDA "
+                             "graphs), and the first call at 128k, 1M and 10M positions")
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
 
@@ -61,6 +67,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.device is not None:
+        import torch
+
+        load_before = _load_average()
+        found = device_cases(args.device, args.quick, blocks_in_turn)
+        header = _header(args, load_before, str(torch.__version__), str(torch.get_num_threads()))
+        header["device"] = args.device
+        _print_versions(header, f"sinpe {header['sinpe']}  torch {header['torch']}  "
+                                f"device {args.device}", sys.stdout)
+        print_device(found, args.device, sys.stdout)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"header": header, **found}, f, indent=2)
+        return 0
     if args.compiled:
         import torch
 

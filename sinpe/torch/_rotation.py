@@ -31,6 +31,7 @@ from sinpe.torch._tensors import (
     _DTYPES,
     _SUPPORTED,
     _device_path,
+    _float64_on,
     _host_array,
     _host_sections,
     _memory,
@@ -201,6 +202,10 @@ class _Rotation:
         in float64 with the result rounded once (exact: float64 on the device too).
         On the device path the caches come from device operations alone."""
         exact = self.exact or tensor.dtype is torch.float64
+        if exact and not _float64_on(tensor.device):
+            raise ValueError(f"exact=True rotates in float64, which {tensor.device.type} does "
+                             "not have: use exact=False (the caches rounded once to the "
+                             "tensor's dtype)")
         if _device_path(tensor):
             c, s = self.device_caches(tensor, torch.float64 if exact else tensor.dtype)
         else:
