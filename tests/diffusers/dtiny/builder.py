@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import time
 import warnings
 from typing import Any, Iterator
@@ -21,7 +22,7 @@ import torch
 import diffusers
 
 from .configs import tiny_config
-from .defaults import instantiate, instantiate_default
+from .defaults import _statements, fill_value, instantiate, instantiate_default
 from .discover import model_classes, positional_kinds, positional_modules, settings
 from .probe import probe, tensors
 
@@ -90,13 +91,41 @@ def build(name: str, seed: int = 0, compare: bool = True) -> tuple[torch.nn.Modu
         return _build(name, seed, compare)
 
 
+def forward_config_repair(kwargs: dict, cls: type, error: BaseException | None) -> dict | None:
+    """A config key the failing forward reads as a missing module or value (``self.x`` is
+    None: 'NoneType' object is not callable / iterable): the key of the config named like
+    it that is False becomes True (a flag that builds the module), or a None one gets its
+    FILL_RULES value.  None when there is none."""
+    if error is None or not re.search(r"NoneType", f"{error}"):
+        return None
+    for statement, _ in _statements(error)[:1]:
+        for word in re.findall(r"self\.(?:config\.)?(\w+)", statement):
+            for key, value in kwargs.items():
+                if value is False and key.endswith(word) and key != word:
+                    return {**kwargs, key: True}
+                if value is None and key == word:
+                    filled = fill_value(cls, kwargs, key)
+                    if filled is not None:
+                        return {**kwargs, key: filled}
+    return None
+
+
 def _build(name: str, seed: int, compare: bool) -> tuple[torch.nn.Module, dict]:
     start = time.perf_counter()
     cls = model_classes()[name]
     kwargs, info = tiny_config(cls)
-    torch.manual_seed(seed)
-    model = instantiate(cls, kwargs, "cpu").float().eval()
-    found = probe(model, kwargs, seed)
+    for _ in range(3):  # a forward that reads a module or value the config left out
+        torch.manual_seed(seed)
+        model = instantiate(cls, kwargs, "cpu").float().eval()
+        found = probe(model, kwargs, seed)
+        fixed = None if found["forward_ok"] else \
+            forward_config_repair(kwargs, cls, found.get("_exception"))
+        if fixed is None:
+            break
+        info["repairs"].append("forward: " + ", ".join(
+            f"{k}: {kwargs.get(k)!r} -> {v!r}" for k, v in fixed.items() if kwargs.get(k) != v))
+        kwargs = fixed
+    found.pop("_exception", None)
     output = found.pop("_output")
     kinds = positional_kinds(name)
     info.update(found, **{"class": name, "kinds": kinds["kinds"], "sites": kinds["sites"],

@@ -21,7 +21,10 @@ recursively and only within diffusers:
 A class named in the code is *not* entered as a whole (``static=False``): ``__init__``
 code names every class it might construct (``get_down_block`` names all UNet blocks, a
 norm switch names every norm); which were constructed, an instance says
-(:mod:`.discover`).  ``static_sites`` enters them, for a class no instance is made of.
+(:mod:`.discover`).  ``static_sites`` enters them, and the functions and classes held in
+module-level dicts, lists and tuples the code names (registries) and the classes kept as
+class attributes (``self._default_processor_cls()``): an over-approximation of what any
+instance of the class can reach.
 
 A code object reached that calls ``cos``, ``sin`` or ``polar`` (``torch.cos``,
 ``x.cos()``, ``math.sin``, ``np.sin``, ``torch.polar`` all put the name in ``co_names``)
@@ -160,6 +163,14 @@ def _read(owner: type | None, function: types.FunctionType, static: bool) -> tup
         named += list(_imports(code, package).items())
         attrs = [a for a in names if not a.startswith("__")]
         for name, value in named:
+            if static and isinstance(value, (dict, list, tuple)) and len(value) < 256:
+                # a registry (FEATURE_FUNCTIONS[name]): what the static walk may reach through it
+                for item in (value.values() if isinstance(value, dict) else value):
+                    if inspect.isclass(item) and in_diffusers(item):
+                        edges.extend(_entries(item))
+                    else:
+                        follow(None, item)
+                continue
             if inspect.isclass(value) and in_diffusers(value):
                 if static:
                     edges.extend(_entries(value))
@@ -174,8 +185,13 @@ def _read(owner: type | None, function: types.FunctionType, static: bool) -> tup
             if owner is not None:  # self.method(...)
                 for klass in owner.__mro__:
                     if name in vars(klass):
+                        attr = vars(klass)[name]
+                        if static:  # self._default_processor_cls(): a class kept as an attribute
+                            held = attr if isinstance(attr, (list, tuple)) else [attr]
+                            edges.extend(e for c in held if inspect.isclass(c) and in_diffusers(c)
+                                         for e in _entries(c))
                         if in_diffusers(klass):
-                            follow(owner, vars(klass)[name])
+                            follow(owner, attr)
                         break
     return tuple(sorted(sites.items())), tuple(dict.fromkeys(edges))
 
@@ -211,6 +227,7 @@ def function_sites(function: types.FunctionType) -> Sites:
 
 
 def static_sites(cls: type) -> dict[str, str]:
-    """The sites reachable from a class alone, entering every class its code names (an
-    over-approximation, for a class no instance can be made of)."""
+    """The sites reachable from a class alone, entering every class its code names and
+    what the registries it names hold (an over-approximation: a class none of whose
+    sites counts has no positional code in any instance)."""
     return _closure(_entries(cls), static=True)

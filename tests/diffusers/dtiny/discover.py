@@ -16,7 +16,9 @@ default, repaired, shrunk: the one ``build`` makes) built on the meta device, el
 repaired default config on the meta device (nothing is allocated, so a default of
 billions of parameters costs a fraction of a second); only when neither builds (the
 multi-controlnet wrappers, which take a list of models) does the walk start from the
-class alone and enter every class its code names (``tree="static"``).  A tiny config
+class alone and enter every class its code names (``tree="static"``).  That static walk
+over-approximates what any instance reaches, so a class it finds nothing for is not
+built at all (``tree="static"`` too, with no error): no instance of it can have any.  A tiny config
 keeps every kind of block of the default (it shrinks counts and widths, never the
 per-block type lists), so its tree has the default's classes.
 """
@@ -148,12 +150,16 @@ def _analyse(name: str) -> tuple[str, frozenset, str]:
     """(tree, (site, kind) pairs, error): tree 'tiny', 'default' or 'static', and the error
     of the meta builds when the walk had to be static."""
     cls = model_classes()[name]
+    static = static_sites(cls)
+    if not any(kind in COUNTED for kind in static.values()):
+        # even the over-approximation finds none: no instance has any (no build needed)
+        return "static", frozenset(static.items()), ""
     try:
         model, tree = meta_model(cls)
         pairs, error = model_sites(model), ""
         del model
     except Exception as e:  # noqa: BLE001 - no instance: the static walk
-        pairs, tree = set(static_sites(cls).items()), "static"
+        pairs, tree = set(static.items()), "static"
         error = f"{type(e).__name__}: {e}"[:200]
     return tree, frozenset(pairs), error
 

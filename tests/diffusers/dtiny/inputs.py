@@ -134,6 +134,7 @@ class Sizes:
     extra_tokens: int = 0
     frames_override: int | None = None
     bool_masks: bool = False
+    ranks: dict[str, int] = field(default_factory=dict)
     dict_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
@@ -244,8 +245,9 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
     if name == "return_dict":
         return False
     if name in s.dict_keys:
-        return {key: value_for(key, inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY),
-                               kwargs, s, x, g) for key in s.dict_keys[name]}
+        entries = {key: value_for(key, inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY),
+                                  kwargs, s, x, g) for key in s.dict_keys[name]}
+        return {key: value for key, value in entries.items() if value is not MISSING}
     if TIME_RE.match(name) and (need or name in ("timestep", "timesteps", "t")):
         return torch.tensor(TIMESTEPS[:b] if b <= len(TIMESTEPS) else [0.5] * b)
     if MASK_RE.search(name):
@@ -307,8 +309,8 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
         up = 2 ** max(0, len(kwargs.get("conditioning_embedding_out_channels") or [0]) - 1)
         return torch.randn(b, kwargs["conditioning_channels"], s.side * up, s.side * up,
                            generator=g)
-    if re.search(r"(^|_)(indices|index)(_|$)", name):
-        return torch.arange(s.latent_frames if s.video_layout else 1).repeat(b, 1)
+    if re.search(r"(^|_)(indices|index)(_|$)", name):  # frame indices, shared by the batch
+        return torch.arange(s.latent_frames if s.video_layout else 1)
     if re.search(r"(^|_)(input_ids|token_ids?|tokens)$", name):
         vocab = next((v for k, v in kwargs.items() if re.search(r"vocab_size$", k) and is_int(v)),
                      VOCAB_FALLBACK)
@@ -324,6 +326,16 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
         like = _like_main(name, x, s, g)  # another input of the main input's kind
         return like if like is not None else MISSING
     return MISSING
+
+
+def with_rank(value: torch.Tensor, rank: int, s: Sizes) -> torch.Tensor:
+    """value with ``rank`` axes: a (B,) vector repeated per frame, else axes of one inserted
+    before the last."""
+    if value.dim() == 1 and rank == 2:
+        return value[:, None].repeat(1, s.latent_frames if s.video_layout else 1)
+    while value.dim() < rank:
+        value = value.unsqueeze(-2)
+    return value
 
 
 def as_list(value: Any) -> Any:
@@ -353,6 +365,8 @@ def synthesise(model: torch.nn.Module, kwargs: dict, s: Sizes, seed: int) -> tup
             if param.default is inspect.Parameter.empty:
                 return out, f"no input rule for the required argument {name!r}"
             continue
+        if name in s.ranks and isinstance(value, torch.Tensor):
+            value = with_rank(value, s.ranks[name], s)
         if "list" in str(param.annotation).lower() and isinstance(value, torch.Tensor):
             value = as_list(value)
         out[name] = value

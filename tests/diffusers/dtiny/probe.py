@@ -12,13 +12,13 @@ such layout): the one that got furthest.
 from __future__ import annotations
 
 import contextlib
-import copy
 import inspect
 import keyword
 import re
 import signal
 import threading
 import time
+import traceback
 from typing import Any, Iterator
 
 import torch
@@ -43,6 +43,9 @@ PROBE_RULES = [
     "'missing required positional arguments: a, b' while a dict input is given: the dict gets "
     "entries a, b by the same rules",
     "'expected condition to be a boolean tensor': masks become bool",
+    "'not enough values to unpack (expected k, got j)' where the failing statement unpacks "
+    "an input's shape: that input gets rank k (a timestep (B,) becomes one per frame (B, F); "
+    "another input gets axes of one before its last)",
     "'size of tensor a (X) must match ... b (Y)' with Y > X: in a video layout with X frames, "
     "Y frames (a temporal table made for a fixed number of frames), else Y - X more text "
     "tokens, once (a position table made for a fixed text length)",
@@ -57,6 +60,13 @@ _NONE_RE = re.compile(r"NoneType|None\b|is required|cannot be None|not iterable|
 def error_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
     return f"{type(e).__name__}: {text}"
+
+
+def where(e: BaseException) -> str:
+    """'file.py:line' of the innermost diffusers frame of an exception's traceback."""
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if "diffusers" in f.filename
+              and "/tests/" not in f.filename]
+    return f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else ""
 
 
 def _rows(value: torch.Tensor) -> int:
@@ -122,14 +132,12 @@ def _dict_entries(e: BaseException, error: str, inputs: dict, s: Sizes, kwargs: 
     g = torch.Generator()
     x = next(iter(inputs.values()))
     known = []
-    for word in dict.fromkeys(re.findall(r"[A-Za-z_]\w*", statements[0][0])):
+    # names the statement reads, not attributes (self.additional_condition_proj)
+    for word in dict.fromkeys(re.findall(r"(?<![.\w])([A-Za-z_]\w*)", statements[0][0])):
         if word in s.dict_keys.get(dicts[0], ()) or word in inputs or keyword.iskeyword(word):
             continue
-        param = inspect.Parameter(word, inspect.Parameter.KEYWORD_ONLY)
-        probe_sizes = copy.copy(s)
-        probe_sizes.forced = s.forced | {word}
-        if value_for(word, param, kwargs, probe_sizes, x, g) is not MISSING and \
-                not re.search(r"(latents|control|cond|_hidden_states|pixel_values)", word):
+        param = inspect.Parameter(word, inspect.Parameter.KEYWORD_ONLY)  # no default: needed
+        if value_for(word, param, kwargs, s, x, g) is not MISSING:
             known.append(word)
     if not known:
         return False
@@ -159,6 +167,15 @@ def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
         if keys and s.dict_keys.get(dicts[0]) != keys:
             s.dict_keys[dicts[0]] = tuple(dict.fromkeys(s.dict_keys.get(dicts[0], ()) + keys))
             return True
+    m = re.search(r"not enough values to unpack \(expected (\d+), got (\d+)\)", error)
+    if m:
+        for statement, _ in _statements(e)[:1]:
+            target = re.search(r"=\s*(\w+)\.shape\b", statement)
+            name = target.group(1) if target else None
+            if name in inputs and name != main and isinstance(inputs[name], torch.Tensor) and \
+                    s.ranks.get(name) != int(m.group(1)):
+                s.ranks[name] = int(m.group(1))
+                return True
     if "expected condition to be a boolean tensor" in error and not s.bool_masks and \
             any(MASK_RE.search(n) for n in inputs):
         s.bool_masks = True
@@ -229,7 +246,7 @@ def probe(model: torch.nn.Module, kwargs: dict, seed: int) -> dict[str, Any]:
     start = time.process_time()
     params = dict(forward_parameters(model))
     errors: list[str] = []
-    furthest = (-1, "", {})  # (repairs made in the layout, its last error, its inputs)
+    furthest = (-1, "", {}, None)  # (repairs in the layout, its last error, inputs, exception)
     for batch in (BATCH, 1):
         for layout in layouts(sizes(kwargs)):
             s: Sizes = sizes(kwargs)
@@ -241,16 +258,16 @@ def probe(model: torch.nn.Module, kwargs: dict, seed: int) -> dict[str, Any]:
                 inputs, missing = synthesise(model, kwargs, s, seed)
                 if missing:
                     errors.append(f"{layout}/B={batch}: {missing}")
-                    furthest = max(furthest, (repairs, missing, inputs), key=lambda f: f[0])
+                    furthest = max(furthest, (repairs, missing, inputs, None), key=lambda f: f[0])
                     break
                 t0 = time.perf_counter()
                 try:
                     with torch.no_grad(), _time_limit(ATTEMPT_LIMIT):
                         out = model(**inputs)
                 except Exception as e:  # noqa: BLE001 - recorded; a repair or layout may run
-                    error = error_line(e)
+                    error = f"{error_line(e)} [{where(e)}]"
                     errors.append(f"{layout}/B={batch}: {error}")
-                    furthest = max(furthest, (repairs, error, inputs), key=lambda f: f[0])
+                    furthest = max(furthest, (repairs, error, inputs, e), key=lambda f: f[0])
                     if not repair(e, error, s, inputs, params, layout, kwargs):
                         break
                     repairs += 1
@@ -269,4 +286,4 @@ def _failed(errors: list[str], furthest: tuple, why: str) -> dict[str, Any]:
     error = furthest[1] or why or "no attempt"
     return {"inputs": furthest[2], "layout": None, "batch": None, "output": None,
             "forward_ok": False, "error": error + (f" ({why})" if why and furthest[1] else ""),
-            "errors": errors, "forward_seconds": None, "_output": None}
+            "errors": errors, "forward_seconds": None, "_output": None, "_exception": furthest[3]}
