@@ -35,14 +35,15 @@ SEQUENCE = 16             # length of a 1-D (audio) input
 MAX_SIDE = 32             # the main input's height and width at most (a forward stays fast)
 VOCAB_FALLBACK = 16       # token ids below this when the config has no vocabulary
 
-LAYOUTS = ("image", "video", "video_fc", "tokens", "video_tokens", "sequence",
+LAYOUTS = ("image", "video", "video_fc", "video_cl", "tokens", "video_tokens", "sequence",
            "sequence_t", "vector")
 
 INPUT_RULES = [
     "the main input (the first parameter): one of LAYOUTS, C = in_channels (in_dim, "
-    "in_visual_dim, ...; 4 if none), sizes from patch_size (int or (t, h, w)), patch_size_t "
-    "and the number of blocks; video layouts first when the patch size has three entries or "
-    "the config counts frames",
+    "in_visual_dim, ...; 4 if none), a GRID x GRID latent grid (more when an error asks), "
+    "sizes from patch_size (int or (t, h, w)), patch_size_t and the number of blocks (at most "
+    "MAX_SIDE); video layouts first when the patch size has three entries or the config "
+    "counts frames",
     "timesteps (timestep, t, timestep_r, r_timestep, *_timestep, timestep_ratio, *_time, "
     "decoder_noise_time): float (B,) = TIMESTEPS (0.5 and 999.0)",
     "text inputs (encoder_hidden_states*, cap_feats, text_*, context*, *_embeds): (B, T, D); D "
@@ -133,8 +134,11 @@ class Sizes:
     forced: set[str] = field(default_factory=set)
     extra_tokens: int = 0
     frames_override: int | None = None
+    grid: int = GRID
     bool_masks: bool = False
     ranks: dict[str, int] = field(default_factory=dict)
+    lengths: dict[str, int] = field(default_factory=dict)
+    ints: set[str] = field(default_factory=set)
     dict_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
@@ -147,7 +151,7 @@ class Sizes:
 
     @property
     def side(self) -> int:
-        return min(MAX_SIDE, GRID * self.patch[1] * self.down)
+        return min(max(MAX_SIDE, self.grid * self.patch[1]), self.grid * self.patch[1] * self.down)
 
     @property
     def video_layout(self) -> bool:
@@ -180,14 +184,15 @@ def layouts(s: Sizes) -> list[str]:
 
 
 def _tokens(s: Sizes) -> int:
-    return GRID * GRID * (s.latent_frames if s.layout == "video_tokens" else 1)
+    return s.grid * s.grid * (s.latent_frames if s.layout == "video_tokens" else 1)
 
 
 def main_input(s: Sizes, g: torch.Generator, width: int | None = None) -> torch.Tensor:
     c = width or s.channels
     b, side, f = s.batch, s.side, s.frames
     shape = {"image": (b, c, side, side), "video": (b, c, f, side, side),
-             "video_fc": (b, f, c, side, side), "tokens": (b, _tokens(s), c),
+             "video_fc": (b, f, c, side, side), "video_cl": (b, f, side, side, c),
+             "tokens": (b, _tokens(s), c),
              "video_tokens": (b, _tokens(s), c), "sequence": (b, c, SEQUENCE * s.patch[1]),
              "sequence_t": (b, SEQUENCE * s.patch[1], c), "vector": (b, c)}[s.layout]
     return torch.randn(shape, generator=g)
@@ -215,8 +220,8 @@ def _ids(n_rows: int, s: Sizes, grid: bool) -> torch.Tensor:
     text."""
     ids = torch.zeros(n_rows, s.axes)
     if grid and s.axes >= 3:
-        frames = n_rows // (GRID * GRID)
-        f, r, c = torch.meshgrid(torch.arange(frames), torch.arange(GRID), torch.arange(GRID),
+        frames = n_rows // (s.grid * s.grid)
+        f, r, c = torch.meshgrid(torch.arange(frames), torch.arange(s.grid), torch.arange(s.grid),
                                  indexing="ij")
         ids[:, 0], ids[:, 1], ids[:, 2] = f.flatten(), r.flatten(), c.flatten()
     return ids
@@ -232,7 +237,7 @@ def _like_main(name: str, x: Any, s: Sizes, g: torch.Generator) -> torch.Tensor 
     shape = list(x.shape)
     if name in s.widths and len(shape) >= 3:
         shape[2 if s.layout == "video_fc" else -1 if s.layout in (
-            "tokens", "video_tokens", "sequence_t") else 1] = s.widths[name]
+            "tokens", "video_tokens", "sequence_t", "video_cl") else 1] = s.widths[name]
     return torch.randn(shape, generator=g)
 
 
@@ -244,6 +249,10 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
     annotation = str(param.annotation)
     if name == "return_dict":
         return False
+    if name in s.lengths:
+        return torch.ones(s.lengths[name])
+    if name in s.ints:
+        return torch.zeros(b, dtype=torch.int64)
     if name in s.dict_keys:
         entries = {key: value_for(key, inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY),
                                   kwargs, s, x, g) for key in s.dict_keys[name]}
@@ -275,17 +284,19 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
                           _ids(_tokens(s), s, True)])
     if name.endswith("rope_pos"):
         if "tuple" in annotation or "list" in annotation:
-            return (torch.arange(s.latent_frames if s.video_layout else 1), torch.arange(GRID),
-                    torch.arange(GRID))
+            return (torch.arange(s.latent_frames if s.video_layout else 1), torch.arange(s.grid),
+                    torch.arange(s.grid))
         return torch.arange(text_tokens(name, kwargs, s))
     if name == "img_shapes":
-        return [[(s.latent_frames if s.video_layout else 1, GRID, GRID)]] * b
+        return [[(s.latent_frames if s.video_layout else 1, s.grid, s.grid)]] * b
     if name in ("num_frames", "height", "width") and s.layout == "video_tokens":
-        return s.latent_frames if name == "num_frames" else GRID
+        return s.latent_frames if name == "num_frames" else s.grid
     if name in ("original_size", "target_size", "crop_coords", "resolution"):
         return torch.tensor([[64.0, 64.0]] * b) if name != "crop_coords" else torch.zeros(b, 2)
     if name == "aspect_ratio":
         return torch.ones(b, 1)
+    if re.search(r"(meta_size$|^time_ids$)", name) and need:  # SDXL-style size conditioning:
+        return torch.tensor([[64.0, 64.0, 64.0, 64.0, 0.0, 0.0]] * b)  # h, w, target, crop
     if name == "added_time_ids":
         n = (kwargs.get("projection_class_embeddings_input_dim") or 3) // \
             (kwargs.get("addition_time_embed_dim") or 1)

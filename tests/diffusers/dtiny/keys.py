@@ -14,7 +14,9 @@ from typing import Any
 
 # Positional configuration: rope widths, axes and thetas, per-head widths (a rope's width
 # is a head width), timestep sinusoid widths and periods, patch sizes, the sample sizes
-# sin-cos tables are made for, position limits, interpolation scales.  Never shrunk;
+# sin-cos tables are made for, position limits, interpolation scales; an SDXL-style
+# addition_time_embed_dim (a Timesteps width for size conditions) and the projection
+# width made of it.  Never shrunk;
 # build() reports any that a repair had to change (info["changed"]).
 POSITIONAL_RE = re.compile(
     r"rope|rotary|theta|axes|mrope|head_dim|dim_head|dim_heads|^d_kv$|patch_size|max_period|"
@@ -24,7 +26,7 @@ POSITIONAL_RE = re.compile(
     r"fourier|base_(fps|height|width)|^t_scale$|time_factor|time_max|time_theta|"
     r"timestep_ratio|scale_factor|text_len|_len_t5|clip_length|num_train_timesteps|"
     r"num_embeds_ada_norm|^num_frames$|video_length|^scale$|sliding_window|nabla_window|"
-    r"attention_w[HTW]$")
+    r"attention_w[HTW]$|addition_time_embed_dim|projection_class_embeddings_input_dim")
 
 # the main head count of a config and the other head counts
 HEAD_RE = re.compile(r"^(num_attention_heads|n_heads|num_heads|attention_heads)$")
@@ -58,8 +60,8 @@ TEXT_RE = re.compile(r"(text|caption|cross_attention_dim|cross_attention_input|j
                      r"pooled|context|cond_|condition|encoder_hid_dim|cap_feat|clip_|image_embed|"
                      r"img_context|image_dim|image_proj|llm_|siglip|t5|hidden_states_channels|"
                      r"crossattn_proj|source_dim|target_dim|sound_dim|action_dim|"
-                     r"global_states|global_cond|projection_class_embeddings_input|"
-                     r"addition_time|adaln_dim|adaln_lora|local_add|face_encoder_hidden|"
+                     r"global_states|global_cond|"
+                     r"adaln_dim|adaln_lora|local_add|face_encoder_hidden|"
                      r"motion_encoder_dim|motion_style|motion_dim|in_text_dim|id_dim|vit_dim|"
                      r"output_dim)")
 TEXT_SUFFIX_RE = re.compile(r"(dim|channels|size)")

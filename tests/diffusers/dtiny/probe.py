@@ -28,7 +28,7 @@ from .inputs import (BATCH, MASK_RE, MISSING, Sizes, forward_parameters, layouts
                      synthesise, value_for)
 
 PROBE_BUDGET = 8.0  # CPU seconds of forward attempts per model
-ATTEMPT_LIMIT = 10.0  # wall seconds one forward may take (an alarm stops it, main thread only)
+ATTEMPT_LIMIT = 5.0  # wall seconds one forward may take (an alarm stops it, main thread only)
 MAX_REPAIRS = 8     # repairs per layout
 
 PROBE_RULES = [
@@ -43,6 +43,11 @@ PROBE_RULES = [
     "'missing required positional arguments: a, b' while a dict input is given: the dict gets "
     "entries a, b by the same rules",
     "'expected condition to be a boolean tensor': masks become bool",
+    "'... divisible by N' (N <= 16): a latent grid of N x N tokens",
+    "'Length of `x` N should be equal to M': x gets M entries (ones); an embedding's "
+    "'indices' must be Long: the float input the failing statements name becomes ids (zeros)",
+    "among several inputs an error could mean (same width or channels), the one the failing "
+    "statements (innermost first) name",
     "'not enough values to unpack (expected k, got j)' where the failing statement unpacks "
     "an input's shape: that input gets rank k (a timestep (B,) becomes one per frame (B, F); "
     "another input gets axes of one before its last)",
@@ -76,16 +81,29 @@ def _rows(value: torch.Tensor) -> int:
     return n
 
 
-def _width_repair(error: str, inputs: dict, main: str, layout: str) -> tuple[str, int] | None:
-    """(input name, width) an error asks for, or None."""
+TOKEN_LAYOUTS = ("tokens", "video_tokens", "sequence_t", "vector", "video_cl")
+
+
+def _named_first(candidates: list[str], statements: list[str]) -> list[str]:
+    """The candidates in the order the failing statements (innermost first) name them, those
+    no statement names last."""
+    def rank(name: str) -> int:
+        return next((i for i, st in enumerate(statements)
+                     if re.search(rf"(?<![.\w]){re.escape(name)}\b", st)), len(statements))
+    return sorted(candidates, key=rank)
+
+
+def _width_repair(error: str, inputs: dict, main: str, layout: str,
+                  statements: list[str]) -> tuple[str, int] | None:
+    """(input name, width) an error asks for, or None; among several inputs that could be
+    meant, the one the failing statements name first."""
     m = re.search(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)",
                   error)
     if m:
         rows, have, want = int(m.group(1)), int(m.group(2)), int(m.group(3))
-        tokens = layout in ("tokens", "video_tokens", "sequence_t", "vector")
         candidates = []
         for name, value in inputs.items():
-            if name == main and not tokens:
+            if name == main and layout not in TOKEN_LAYOUTS:
                 continue
             if isinstance(value, list) and value and isinstance(value[0], torch.Tensor):
                 value = torch.stack(value) if all(v.shape == value[0].shape for v in value) \
@@ -93,15 +111,17 @@ def _width_repair(error: str, inputs: dict, main: str, layout: str) -> tuple[str
             if isinstance(value, torch.Tensor) and value.is_floating_point() and \
                     value.dim() >= 2 and value.shape[-1] == have:
                 candidates.append((_rows(value) != rows, name))
-        return (min(candidates)[1], want) if candidates else None
+        best = [n for r, n in candidates if not r] or [n for _, n in candidates]
+        return (_named_first(best, statements)[0], want) if best else None
     m = re.search(r"expected input\[.*\] to have (\d+) channels, but got (\d+) channels", error)
     if m:
         want, have = int(m.group(1)), int(m.group(2))
-        axis = {"video_fc": 2, "tokens": -1, "video_tokens": -1, "sequence_t": -1}.get(layout, 1)
-        for name, value in inputs.items():
-            if isinstance(value, torch.Tensor) and value.dim() >= 3 and \
-                    value.shape[axis if name == main else 1] == have:
-                return name, want
+        axis = {"video_fc": 2, "tokens": -1, "video_tokens": -1, "sequence_t": -1,
+                "video_cl": -1}.get(layout, 1)
+        found = [name for name, value in inputs.items()
+                 if isinstance(value, torch.Tensor) and value.dim() >= 3 and
+                 value.shape[axis if name == main else 1] == have]
+        return (_named_first(found, statements)[0], want) if found else None
     return None
 
 
@@ -150,7 +170,8 @@ def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
     """Apply the repair the error asks for to ``s``; False when there is none (or it was
     made already)."""
     main = next(iter(inputs))
-    fix = _width_repair(error, inputs, main, layout)
+    statements = [st for st, _ in _statements(e)]
+    fix = _width_repair(error, inputs, main, layout, statements)
     if fix is not None and s.widths.get(fix[0]) != fix[1]:
         s.widths[fix[0]] = fix[1]
         return True
@@ -166,6 +187,21 @@ def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
         keys = tuple(re.findall(r"'(\w+)'", m.group(1)))
         if keys and s.dict_keys.get(dicts[0]) != keys:
             s.dict_keys[dicts[0]] = tuple(dict.fromkeys(s.dict_keys.get(dicts[0], ()) + keys))
+            return True
+    m = re.search(r"divisible by (\d+)", error)
+    if m and s.grid % int(m.group(1)) and int(m.group(1)) <= 16:
+        s.grid = int(m.group(1))  # a token grid the attention tiles (NABLA's 8x8 blocks)
+        return True
+    m = re.search(r"[Ll]ength of `(\w+)` (\d+) should be equal to (\d+)", error)
+    if m and m.group(1) in inputs and s.lengths.get(m.group(1)) != int(m.group(3)):
+        s.lengths[m.group(1)] = int(m.group(3))  # one entry per layer it scales
+        return True
+    if re.search(r"'indices' to have one of the following scalar types: Long", error):
+        named = _named_first([n for n, v in inputs.items() if isinstance(v, torch.Tensor)
+                              and v.is_floating_point() and n != main and n not in s.ints],
+                             statements)
+        if named:
+            s.ints.add(named[0])  # an embedding's indices: class-like ids
             return True
     m = re.search(r"not enough values to unpack \(expected (\d+), got (\d+)\)", error)
     if m:
