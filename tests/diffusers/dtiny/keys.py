@@ -57,7 +57,7 @@ FFN_RE = re.compile(r"(ffn|ff_dim|ff_inner|intermediate|mlp_hidden|approximator_
                     r"ffn_hidden|moe_inter|^d_ff$|hidden_dim$)")
 # widths of text / condition inputs (encoder_hidden_states and friends)
 TEXT_RE = re.compile(r"(text|caption|cross_attention_dim|cross_attention_input|joint_attention|"
-                     r"pooled|context|cond_|condition|encoder_hid_dim|cap_feat|clip_|image_embed|"
+                     r"pooled|context|cond_|encoder_hid_dim|cap_feat|clip_|image_embed|"
                      r"img_context|image_dim|image_proj|llm_|siglip|t5|hidden_states_channels|"
                      r"crossattn_proj|source_dim|target_dim|sound_dim|action_dim|"
                      r"global_states|global_cond|"
