@@ -116,7 +116,7 @@ def pytest_report_header(config):
     allowed = sorted(allowed_missing())
     if not allowed:
         return None
-    absent = [name for name in allowed if importlib.util.find_spec(OPTIONAL[name]) is None]
+    absent = [name for name in allowed if not _installed(OPTIONAL[name])]
     return (f"SINPE_TEST_WITHOUT={' '.join(allowed)}: the tests that need "
             f"{', '.join(absent) or 'none of them'} (not installed) skip")
 
@@ -127,7 +127,7 @@ def require(name: str, who: str | None = None):
     torch and this is not CI (``CI=true``); fail otherwise.  Works at module level."""
     module = OPTIONAL[name]
     whom = f" (for {who})" if who else _for_whom()
-    if importlib.util.find_spec(module) is not None:
+    if _installed(module):
         return importlib.import_module(module)  # installed but broken: its error shows
     if name in allowed_missing():
         pytest.skip(f"{name} is not installed, and SINPE_TEST_WITHOUT says this run may lack it"
@@ -143,6 +143,14 @@ def require(name: str, who: str | None = None):
     )
 
 
+def _installed(module: str) -> bool:
+    """Whether the module is installed: found, and not merely a namespace package (tests/ is
+    on sys.path, so without diffusers installed `import diffusers` would find the folder
+    tests/diffusers, which has no __init__.py on purpose, as an empty namespace package)."""
+    spec = importlib.util.find_spec(module)
+    return spec is not None and spec.origin not in (None, "namespace")
+
+
 def _for_whom() -> str:
     """" (for tests/test_x.py)" when require is called by a test module's own code: pytest
     reports a module-level skip at the line that raised it, here in conftest."""
@@ -156,7 +164,7 @@ def _for_whom() -> str:
 def optional(name: str):
     """Like require, but None (no skip) when the requirement is absent and
     SINPE_TEST_WITHOUT names it: for a module where only some cases need it."""
-    if name in allowed_missing() and importlib.util.find_spec(OPTIONAL[name]) is None:
+    if name in allowed_missing() and not _installed(OPTIONAL[name]):
         return None
     return require(name)
 

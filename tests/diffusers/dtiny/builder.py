@@ -1,0 +1,137 @@
+"""``build``: a tiny, seeded, float32 eval-mode instance of a diffusers model class, with
+inputs for a forward that runs.
+
+Owns ``build`` and the session hygiene around it: diffusers' warnings and logs off, one
+torch thread (threads cost a tiny model more than they give), a private random state
+(``torch.random.fork_rng``), all restored afterwards, so a test session keeps its own.
+It also owns the check of what shrinking did to the positional code that is *derived*
+from widths rather than named by a config key (``derived_changes``: a timestep sinusoid
+as wide as the model, a rope over a width the heads make).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+import time
+import warnings
+from typing import Any, Iterator
+
+import torch
+
+import diffusers
+
+from .configs import tiny_config
+from .defaults import _statements, fill_value, instantiate, instantiate_default
+from .discover import model_classes, positional_kinds, positional_modules, settings
+from .probe import probe, tensors
+
+
+@contextlib.contextmanager
+def quiet_and_serial() -> Iterator[None]:
+    """diffusers' warnings and logs off, one torch thread and a private RNG state, all
+    restored afterwards."""
+    logging = diffusers.utils.logging
+    verbosity = logging.get_verbosity()
+    threads = torch.get_num_threads()
+    with warnings.catch_warnings(), torch.random.fork_rng(devices=[]):
+        warnings.simplefilter("ignore")
+        logging.set_verbosity_error()
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
+            logging.set_verbosity(verbosity)
+
+
+@functools.lru_cache(maxsize=None)
+def _default_settings(cls: type) -> dict[str, dict[str, Any]] | None:
+    """The settings of the positional modules of the class's default config (on meta)."""
+    try:
+        model, _, _ = instantiate_default(cls, device="meta")
+    except Exception:  # noqa: BLE001 - no default instance to compare with
+        return None
+    return {path: settings(m) for path, m in positional_modules(model, computing=True).items()}
+
+
+def derived_changes(cls: type, model: torch.nn.Module) -> list[str] | None:
+    """'path.attribute: default -> tiny' for each setting of a positional module that differs
+    from the same module of the default config's instance (None: no default instance)."""
+    default = _default_settings(cls)
+    if default is None:
+        return None
+    out = []
+    for path, module in positional_modules(model, computing=True).items():
+        if path not in default:
+            continue
+        mine = settings(module)
+        for key, value in default[path].items():
+            if key in mine and mine[key] != value:
+                out.append(f"{path or '<model>'}.{key}: {value!r} -> {mine[key]!r}")
+    return out
+
+
+def build(name: str, seed: int = 0, compare: bool = True) -> tuple[torch.nn.Module, dict]:
+    """(model, info): the class ``name``'s tiny config (:mod:`.configs`), instantiated with
+    ``torch.manual_seed(seed)`` in float32 and eval mode, and a forward probed
+    (:mod:`.probe`).  RuntimeError when no tiny config builds.
+
+    info keys: ``class``, ``kinds`` and ``sites`` (:func:`.discover.positional_kinds`),
+    ``config`` (the tiny kwargs), ``changes`` ({key: (default, tiny)}), ``repairs`` (values
+    a repair filled), ``changed`` (positional keys changed, with why: empty when the
+    positional configuration is the default's), ``derived`` (settings of positional modules
+    that differ from the default model's, e.g. a timestep sinusoid as wide as the model;
+    None without ``compare`` or a default instance), ``params``, ``inputs`` (the kwargs of the
+    forward that ran: reuse them), ``layout``, ``batch``, ``output`` (a summary),
+    ``finite`` (every output tensor finite), ``forward_ok``, ``error`` and ``errors``,
+    ``forward_seconds``, ``seconds`` (the whole build).
+    """
+    with quiet_and_serial():
+        return _build(name, seed, compare)
+
+
+def forward_config_repair(kwargs: dict, cls: type, error: BaseException | None) -> dict | None:
+    """A config key the failing forward reads as a missing module or value (``self.x`` is
+    None: 'NoneType' object is not callable / iterable): the key of the config named like
+    it that is False becomes True (a flag that builds the module), or a None one gets its
+    FILL_RULES value.  None when there is none."""
+    if error is None or not re.search(r"NoneType", f"{error}"):
+        return None
+    for statement, _ in _statements(error)[:1]:
+        for word in re.findall(r"self\.(?:config\.)?(\w+)", statement):
+            for key, value in kwargs.items():
+                if value is False and key.endswith(word) and key != word:
+                    return {**kwargs, key: True}
+                if value is None and key == word:
+                    filled = fill_value(cls, kwargs, key)
+                    if filled is not None:
+                        return {**kwargs, key: filled}
+    return None
+
+
+def _build(name: str, seed: int, compare: bool) -> tuple[torch.nn.Module, dict]:
+    start = time.perf_counter()
+    cls = model_classes()[name]
+    kwargs, info = tiny_config(cls)
+    for _ in range(3):  # a forward that reads a module or value the config left out
+        torch.manual_seed(seed)
+        model = instantiate(cls, kwargs, "cpu").float().eval()
+        found = probe(model, kwargs, seed)
+        fixed = None if found["forward_ok"] else \
+            forward_config_repair(kwargs, cls, found.get("_exception"))
+        if fixed is None:
+            break
+        info["repairs"].append("forward: " + ", ".join(
+            f"{k}: {kwargs.get(k)!r} -> {v!r}" for k, v in fixed.items() if kwargs.get(k) != v))
+        kwargs = fixed
+    found.pop("_exception", None)
+    output = found.pop("_output")
+    kinds = positional_kinds(name)
+    info.update(found, **{"class": name, "kinds": kinds["kinds"], "sites": kinds["sites"],
+                          "config": kwargs})
+    info["finite"] = bool(output is not None and all(
+        torch.isfinite(t).all() for t in tensors(output) if t.is_floating_point()))
+    info["derived"] = derived_changes(cls, model) if compare else None
+    info["seconds"] = round(time.perf_counter() - start, 2)
+    return model, info

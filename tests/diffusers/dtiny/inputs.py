@@ -1,0 +1,384 @@
+"""Inputs for one forward of a tiny model, synthesised from its signature and config.
+
+Owns the sizes (``BATCH``, ``GRID``, ``FRAMES``, ``TOKENS``, ``TIMESTEPS``), the
+layouts of the main input (``LAYOUTS``) and ``INPUT_RULES``: what a forward parameter
+gets, by its *name* (and annotation), with widths and lengths read from the config by
+the names of its keys, never from the model's name.  :mod:`.probe` tries the layouts and
+repairs what an error names (``Sizes.widths``, ``Sizes.forced``, ...).
+
+The main input is the forward's first parameter (``hidden_states``, ``sample``, ``x``,
+``latents``...): an image ``(B, C, H, W)``, a video ``(B, C, F, H, W)`` or
+``(B, F, C, H, W)``, packed tokens ``(B, N, C)`` (Flux-style, with ``img_ids``), video
+tokens ``(B, F*N, C)`` with ``num_frames``/``height``/``width``, a sequence ``(B, C, L)``
+or ``(B, L, C)``, a vector ``(B, C)``; a parameter annotated as a list gets a list of
+per-sample tensors.  ``C`` is the config's input channels, ``H = W = GRID * patch *
+2**(blocks - 1)`` (a UNet halves it per block; at most ``MAX_SIDE``), ``F = FRAMES *
+temporal patch``.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .keys import is_int, is_int_list
+
+BATCH = 2                 # two samples: two timesteps, one fractional and one large
+TIMESTEPS = (0.5, 999.0)  # timestep embeddings take real t
+GRID = 2                  # latent tokens per side (2x2 after patching)
+FRAMES = 2                # latent frames of a video input (after temporal patching)
+TOKENS = 4                # text tokens (unless the config fixes the text length)
+SEQUENCE = 16             # length of a 1-D (audio) input
+MAX_SIDE = 32             # the main input's height and width at most (a forward stays fast)
+VOCAB_FALLBACK = 16       # token ids below this when the config has no vocabulary
+
+LAYOUTS = ("image", "video", "video_fc", "video_cl", "tokens", "video_tokens", "sequence",
+           "sequence_t", "vector")
+
+INPUT_RULES = [
+    "the main input (the first parameter): one of LAYOUTS, C = in_channels (in_dim, "
+    "in_visual_dim, ...; 4 if none), a GRID x GRID latent grid (more when an error asks), "
+    "sizes from patch_size (int or (t, h, w)), patch_size_t and the number of blocks (at most "
+    "MAX_SIDE); video layouts first when the patch size has three entries or the config "
+    "counts frames",
+    "timesteps (timestep, t, timestep_r, r_timestep, *_timestep, timestep_ratio, *_time, "
+    "decoder_noise_time): float (B,) = TIMESTEPS (0.5 and 999.0)",
+    "text inputs (encoder_hidden_states*, cap_feats, text_*, context*, *_embeds): (B, T, D); D "
+    "= the text width key the name points to (*_t5 -> a t5 key, *_2 -> a *_2 key, image -> "
+    "an image key), else caption_channels, joint_attention_dim, text_dim, ..., "
+    "cross_attention_dim; T = a text length key of the config (text_len_t5 for *_t5, "
+    "max_text_seq_length, text_len: position tables are made for it), else TOKENS",
+    "pooled inputs (pooled_*, *_pooled, global_hidden_states): (B, D) from a pooled key",
+    "position ids: img_ids/txt_ids (N, axes) grids (axis 0 the frame, then row, column, "
+    "zeros; axes = len(axes_dims_rope)), text ids zeros; position_ids: text rows then the "
+    "grid's; *rope_pos: aranges per axis",
+    "masks: ones, (B, T) for text masks, bool when annotated so or after an error asks",
+    "img_shapes: [[(frames, GRID, GRID)]] * B; original_size/target_size/crop_coords: (B, 2); "
+    "resolution (B, 2), aspect_ratio (B, 1); added_time_ids: (B, "
+    "projection_class_embeddings_input_dim // addition_time_embed_dim); class_labels: (B,) ints "
+    "when the config counts classes; guidance: (B,) = 3.5 when the config embeds guidance; "
+    "fps: (B,) = 24; *_lens: (B,) = T; *partition*: [frames]; *_latents, control inputs: like "
+    "the main input; controlnet_cond: conditioning_channels at the main input's size times "
+    "2**(len(conditioning_embedding_out_channels) - 1); *input_ids/token ids: ints below the "
+    "vocabulary; audio_hidden_states: (B, SEQUENCE, audio_in_channels)",
+    "num_frames/height/width ints: the video-tokens layout's sizes; return_dict: False; "
+    "other optional parameters are left out until an error shows the forward reads them "
+    "(probe: then they get these rules, else the main input's shape); a required one no rule "
+    "names fails the layout",
+]
+
+TIME_RE = re.compile(r"^(timesteps?|t|timestep_r|r_timestep|\w+_timesteps?|timestep_ratio|"
+                     r"\w+_time|decoder_noise_time)$")
+TEXT_NAME_RE = re.compile(r"^(encoder_hidden_states\w*|cap_feats|text_bth|clip_text|"
+                          r"source_hidden_states|audio_encoder_hidden_states|context\w*|"
+                          r"image_embeddings|image_embeds|\w+_embeds)$")
+POOLED_NAME_RE = re.compile(r"(pooled|global_hidden_states|proj_embedding)")
+MASK_RE = re.compile(r"mask$")
+# config keys holding the width of text inputs, most specific first (a text encoder's
+# width before the model's own projection: caption_channels is PixArt's T5 width while
+# its cross_attention_dim is the inner width)
+TEXT_KEYS = ("caption_channels", "joint_attention_dim", "text_dim", "text_embed_dim",
+             "cap_feat_dim", "context_in_dim", "in_text_dim", "text_hidden_dim", "text_in_dim",
+             "text_emb_dim", "encoder_hid_dim", "text_encoder_dim", "encoder_hidden_size",
+             "cross_attention_input_dim", "cond_token_dim", "cross_attention_dim",
+             "text_embed_2_dim")
+POOLED_KEYS = ("pooled_projection_dim", "clip_text_pooled_in_channels", "global_states_input_dim",
+               "pooled_embed_dim", "in_text_dim2", "cond_embed_dim", "global_cond_dim",
+               "embedding_dim")
+IN_KEYS = ("in_channels", "in_dim", "in_visual_dim", "input_channels", "num_channels",
+           "latent_channels", "io_channels", "in_audio_dim", "embedding_dim")
+TEXT_LEN_KEYS = ("max_text_seq_length", "text_len")
+
+
+def _first_int(kwargs: dict, keys: tuple, default: int | None = None) -> int | None:
+    for key in keys:
+        v = kwargs.get(key)
+        if is_int(v) and v > 0:
+            return v
+        if is_int_list(v):
+            return v[0]
+    return default
+
+
+def _pair(v: Any) -> tuple[int, int, int]:
+    """(temporal, height, width) patch sizes from an int, a pair or a triple."""
+    if is_int(v):
+        return 1, v, v
+    if is_int_list(v):
+        v = list(v)
+        return (1, v[0], v[-1]) if len(v) == 2 else (v[0], v[1], v[2])
+    return 1, 1, 1
+
+
+@dataclass
+class Sizes:
+    """The sizes of one probe, read from the config, and what errors asked for: ``widths``
+    (input name -> last width, or channels of the main input), ``forced`` (optional inputs
+    the forward turned out to read), ``extra_tokens`` (text tokens a position table wants),
+    ``bool_masks``, ``dict_keys`` (entries of dict inputs)."""
+
+    channels: int
+    patch: tuple[int, int, int]
+    down: int
+    text: int
+    pooled: int
+    axes: int
+    video: bool
+    text_len: int
+    layout: str = "image"
+    batch: int = BATCH
+    widths: dict[str, int] = field(default_factory=dict)
+    forced: set[str] = field(default_factory=set)
+    extra_tokens: int = 0
+    frames_override: int | None = None
+    grid: int = GRID
+    bool_masks: bool = False
+    ranks: dict[str, int] = field(default_factory=dict)
+    lengths: dict[str, int] = field(default_factory=dict)
+    ints: set[str] = field(default_factory=set)
+    dict_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def latent_frames(self) -> int:
+        return self.frames_override or FRAMES
+
+    @property
+    def frames(self) -> int:
+        return self.latent_frames * self.patch[0]
+
+    @property
+    def side(self) -> int:
+        return min(max(MAX_SIDE, self.grid * self.patch[1]), self.grid * self.patch[1] * self.down)
+
+    @property
+    def video_layout(self) -> bool:
+        return self.layout.startswith("video")
+
+
+def sizes(kwargs: dict) -> Sizes:
+    pt, ph, pw = _pair(kwargs.get("patch_size"))
+    if is_int(kwargs.get("patch_size_t")):
+        pt = kwargs["patch_size_t"]
+    blocks = next((len(v) for k, v in kwargs.items() if re.search(r"down_block_types$", k)
+                   and isinstance(v, (list, tuple))), None)
+    if blocks is None:
+        blocks = next((len(v) for k, v in kwargs.items() if k == "block_out_channels"
+                       and is_int_list(v)), 1)
+    video = is_int_list(kwargs.get("patch_size")) and len(kwargs["patch_size"]) == 3 or \
+        any(re.search(r"(frames|patch_size_t|temporal)", k) for k in kwargs)
+    axes = next((len(v) for k, v in kwargs.items() if re.search(r"axes_dims?(_rope)?$", k)
+                 and is_int_list(v)), 3)
+    return Sizes(channels=_first_int(kwargs, IN_KEYS, 4), patch=(pt, ph, pw),
+                 down=2 ** max(0, blocks - 1), text=_first_int(kwargs, TEXT_KEYS, 32),
+                 pooled=_first_int(kwargs, POOLED_KEYS, 32), axes=axes, video=bool(video),
+                 text_len=_first_int(kwargs, TEXT_LEN_KEYS, TOKENS))
+
+
+def layouts(s: Sizes) -> list[str]:
+    video = [x for x in LAYOUTS if x.startswith("video")]
+    rest = [x for x in LAYOUTS if not x.startswith("video")]
+    return video + rest if s.video else rest[:2] + video + rest[2:]
+
+
+def _tokens(s: Sizes) -> int:
+    return s.grid * s.grid * (s.latent_frames if s.layout == "video_tokens" else 1)
+
+
+def main_input(s: Sizes, g: torch.Generator, width: int | None = None) -> torch.Tensor:
+    c = width or s.channels
+    b, side, f = s.batch, s.side, s.frames
+    shape = {"image": (b, c, side, side), "video": (b, c, f, side, side),
+             "video_fc": (b, f, c, side, side), "video_cl": (b, f, side, side, c),
+             "tokens": (b, _tokens(s), c),
+             "video_tokens": (b, _tokens(s), c), "sequence": (b, c, SEQUENCE * s.patch[1]),
+             "sequence_t": (b, SEQUENCE * s.patch[1], c), "vector": (b, c)}[s.layout]
+    return torch.randn(shape, generator=g)
+
+
+def _hinted(name: str, kwargs: dict, pattern: str, default: int) -> int:
+    """The int of a config key that the input's name points to (a t5, image, audio, llama
+    or second text encoder), else default."""
+    for hint, key_re in (("t5", r"t5"), ("_2", r"_2"), ("image", r"image|img"),
+                         ("audio", r"audio"), ("llama", r"llama|llm"), ("clip", r"clip")):
+        if hint in name:
+            key = next((k for k in kwargs if re.search(key_re, k) and re.search(pattern, k)
+                        and (is_int(kwargs[k]) or is_int_list(kwargs[k]))), None)
+            if key is not None:
+                return kwargs[key] if is_int(kwargs[key]) else kwargs[key][0]
+    return default
+
+
+def text_tokens(name: str, kwargs: dict, s: Sizes) -> int:
+    return _hinted(name, kwargs, r"_len", s.text_len) + s.extra_tokens
+
+
+def _ids(n_rows: int, s: Sizes, grid: bool) -> torch.Tensor:
+    """(n, axes) float positions: (frame, row, column, 0...) for a latent grid, zeros for
+    text."""
+    ids = torch.zeros(n_rows, s.axes)
+    if grid and s.axes >= 3:
+        frames = n_rows // (s.grid * s.grid)
+        f, r, c = torch.meshgrid(torch.arange(frames), torch.arange(s.grid), torch.arange(s.grid),
+                                 indexing="ij")
+        ids[:, 0], ids[:, 1], ids[:, 2] = f.flatten(), r.flatten(), c.flatten()
+    return ids
+
+
+MISSING = object()
+
+
+def _like_main(name: str, x: Any, s: Sizes, g: torch.Generator) -> torch.Tensor | None:
+    """A tensor of the main input's shape (its channels as ``widths`` asks)."""
+    if not isinstance(x, torch.Tensor):
+        return None
+    shape = list(x.shape)
+    if name in s.widths and len(shape) >= 3:
+        shape[2 if s.layout == "video_fc" else -1 if s.layout in (
+            "tokens", "video_tokens", "sequence_t", "video_cl") else 1] = s.widths[name]
+    return torch.randn(shape, generator=g)
+
+
+def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: Any,
+              g: torch.Generator) -> Any:
+    """The value INPUT_RULES give a forward parameter, or MISSING."""
+    need = param.default is inspect.Parameter.empty or name in s.forced
+    b = s.batch
+    annotation = str(param.annotation)
+    if name == "return_dict":
+        return False
+    if name in s.lengths:
+        return torch.ones(s.lengths[name])
+    if name in s.ints:
+        return torch.zeros(b, dtype=torch.int64)
+    if name in s.dict_keys:
+        entries = {key: value_for(key, inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY),
+                                  kwargs, s, x, g) for key in s.dict_keys[name]}
+        return {key: value for key, value in entries.items() if value is not MISSING}
+    if TIME_RE.match(name) and (need or name in ("timestep", "timesteps", "t")):
+        return torch.tensor(TIMESTEPS[:b] if b <= len(TIMESTEPS) else [0.5] * b)
+    if MASK_RE.search(name):
+        if not need:
+            return MISSING
+        dtype = torch.bool if s.bool_masks or "bool" in annotation.lower() else torch.int64
+        if any(w in name for w in ("encoder", "text", "cap", "prompt")) or name == "mask":
+            return torch.ones(b, text_tokens(name, kwargs, s), dtype=dtype)
+        if isinstance(x, torch.Tensor) and x.dim() >= 4:  # a mask over the main input: one
+            shape = list(x.shape)                          # channel of its shape
+            shape[2 if s.layout == "video_fc" else 1] = 1
+            return torch.ones(shape, dtype=dtype)
+        return torch.ones(b, _tokens(s), dtype=dtype)
+    if POOLED_NAME_RE.search(name) and (need or name.startswith("pooled")):
+        return torch.randn(b, s.widths.get(name, s.pooled), generator=g)
+    if TEXT_NAME_RE.match(name) and (need or name == "encoder_hidden_states"
+                                     or name.endswith("_t5") or "llama" in name):
+        width = s.widths.get(name) or _hinted(name, kwargs, r"(dim|channels|size)", s.text)
+        return torch.randn(b, text_tokens(name, kwargs, s), width, generator=g)
+    if name in ("img_ids", "txt_ids"):
+        return _ids(_tokens(s), s, True) if name == "img_ids" else \
+            _ids(text_tokens(name, kwargs, s), s, False)
+    if name == "position_ids" and need:  # text rows, then the latent grid's
+        return torch.cat([_ids(text_tokens(name, kwargs, s), s, False),
+                          _ids(_tokens(s), s, True)])
+    if name.endswith("rope_pos"):
+        if "tuple" in annotation or "list" in annotation:
+            return (torch.arange(s.latent_frames if s.video_layout else 1), torch.arange(s.grid),
+                    torch.arange(s.grid))
+        return torch.arange(text_tokens(name, kwargs, s))
+    if name == "img_shapes":
+        return [[(s.latent_frames if s.video_layout else 1, s.grid, s.grid)]] * b
+    if name in ("num_frames", "height", "width") and s.layout == "video_tokens":
+        return s.latent_frames if name == "num_frames" else s.grid
+    if name in ("original_size", "target_size", "crop_coords", "resolution"):
+        return torch.tensor([[64.0, 64.0]] * b) if name != "crop_coords" else torch.zeros(b, 2)
+    if name == "aspect_ratio":
+        return torch.ones(b, 1)
+    if re.search(r"(meta_size$|^time_ids$)", name) and need:  # SDXL-style size conditioning:
+        return torch.tensor([[64.0, 64.0, 64.0, 64.0, 0.0, 0.0]] * b)  # h, w, target, crop
+    if name == "added_time_ids":
+        n = (kwargs.get("projection_class_embeddings_input_dim") or 3) // \
+            (kwargs.get("addition_time_embed_dim") or 1)
+        return torch.tensor([[6.0, 127.0, 0.02][i % 3] for i in range(n)]).repeat(b, 1)
+    if name == "class_labels" and any(re.search(r"num_class|num_embeds_ada_norm", k) and
+                                      is_int(v) for k, v in kwargs.items()):
+        return torch.arange(b) % 2
+    if name == "guidance" and (need or any("guidance" in k and v is True
+                                           for k, v in kwargs.items())):
+        return torch.full((b,), 3.5)
+    if name == "fps" and need:
+        return torch.full((b,), 24.0)
+    if not need:
+        return MISSING
+    if re.search(r"(_lens|_lengths|_len)$", name):
+        return torch.full((b,), text_tokens(name, kwargs, s), dtype=torch.int64)
+    if re.search(r"partition", name):
+        return [s.latent_frames if s.video_layout else 1]
+    if name == "controlnet_cond" and is_int(kwargs.get("conditioning_channels")) and \
+            s.layout == "image" and name not in s.widths:
+        up = 2 ** max(0, len(kwargs.get("conditioning_embedding_out_channels") or [0]) - 1)
+        return torch.randn(b, kwargs["conditioning_channels"], s.side * up, s.side * up,
+                           generator=g)
+    if re.search(r"(^|_)(indices|index)(_|$)", name):  # frame indices, shared by the batch
+        return torch.arange(s.latent_frames if s.video_layout else 1)
+    if re.search(r"(^|_)(input_ids|token_ids?|tokens)$", name):
+        vocab = next((v for k, v in kwargs.items() if re.search(r"vocab_size$", k) and is_int(v)),
+                     VOCAB_FALLBACK)
+        return torch.randint(0, vocab, (b, text_tokens(name, kwargs, s)), generator=g)
+    if name == "audio_hidden_states":
+        width = s.widths.get(name) or next(
+            (v for k, v in kwargs.items() if re.search(r"audio_in_channels$", k) and is_int(v)),
+            s.channels)
+        return torch.randn(b, SEQUENCE, width, generator=g)
+    if "dict" in annotation.lower():
+        return {}
+    if name in s.forced or re.search(r"(latents|control|cond|_hidden_states|pixel_values)", name):
+        like = _like_main(name, x, s, g)  # another input of the main input's kind
+        return like if like is not None else MISSING
+    return MISSING
+
+
+def with_rank(value: torch.Tensor, rank: int, s: Sizes) -> torch.Tensor:
+    """value with ``rank`` axes: a (B,) vector repeated per frame, else axes of one inserted
+    before the last."""
+    if value.dim() == 1 and rank == 2:
+        return value[:, None].repeat(1, s.latent_frames if s.video_layout else 1)
+    while value.dim() < rank:
+        value = value.unsqueeze(-2)
+    return value
+
+
+def as_list(value: Any) -> Any:
+    """A batched tensor as the list of its samples (for a parameter annotated as a list)."""
+    if isinstance(value, torch.Tensor) and value.dim() >= 2:
+        return list(value.unbind(0))
+    return value
+
+
+def forward_parameters(model: torch.nn.Module) -> list[tuple[str, inspect.Parameter]]:
+    return [(n, p) for n, p in inspect.signature(model.forward).parameters.items()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def synthesise(model: torch.nn.Module, kwargs: dict, s: Sizes, seed: int) -> tuple[dict, str]:
+    """(forward kwargs, '' or the first required parameter no rule names) for one layout."""
+    g = torch.Generator().manual_seed(seed)
+    params = forward_parameters(model)
+    if not params:
+        return {}, "the forward takes no named parameters"
+    main, main_param = params[0]
+    x = main_input(s, g, s.widths.get(main))
+    out: dict[str, Any] = {main: as_list(x) if "list" in str(main_param.annotation) else x}
+    for name, param in params[1:]:
+        value = value_for(name, param, kwargs, s, x, g)
+        if value is MISSING:
+            if param.default is inspect.Parameter.empty:
+                return out, f"no input rule for the required argument {name!r}"
+            continue
+        if name in s.ranks and isinstance(value, torch.Tensor):
+            value = with_rank(value, s.ranks[name], s)
+        if "list" in str(param.annotation).lower() and isinstance(value, torch.Tensor):
+            value = as_list(value)
+        out[name] = value
+    return out, ""

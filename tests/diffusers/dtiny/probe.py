@@ -1,0 +1,325 @@
+"""The probe: a forward of a tiny model that runs, found by trying layouts and repairs.
+
+Owns ``probe`` and ``PROBE_RULES``.  For each layout of the main input (:mod:`.inputs`),
+in order, the inputs are synthesised and the forward runs under ``torch.no_grad``; the
+first that returns is kept, so a test can reuse ``info["inputs"]`` as they are.  A
+failure whose message says what is wrong is repaired and the layout runs again
+(``REPAIRS`` in words); each repair reads only the error and the inputs, never the
+model's name.  The attempts stop at ``PROBE_BUDGET`` CPU seconds.  When nothing runs,
+the error reported is the last one of the layout that took the most repairs (the first
+such layout): the one that got furthest.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import keyword
+import re
+import signal
+import threading
+import time
+import traceback
+from typing import Any, Iterator
+
+import torch
+
+from .defaults import _statements
+from .inputs import (BATCH, MASK_RE, MISSING, Sizes, forward_parameters, layouts, sizes,
+                     synthesise, value_for)
+
+PROBE_BUDGET = 8.0  # CPU seconds of forward attempts per model
+ATTEMPT_LIMIT = 5.0  # wall seconds one forward may take (an alarm stops it, main thread only)
+MAX_REPAIRS = 8     # repairs per layout
+
+PROBE_RULES = [
+    "layouts in order (inputs.LAYOUTS, video ones first for a video config), two samples, "
+    "then one if an error names the batch; the first forward that returns is kept",
+    "a matrix product error (a x b and c x d): the input of a rows and last width b gets "
+    "width c (the main input only in a token layout, where its last axis is a width)",
+    "a convolution error (expected C channels, got M): the input with M channels gets C",
+    "an error about None (NoneType, 'X is required', 'cannot be None', 'not iterable'): the "
+    "optional parameters left out that the failing statements (innermost diffusers frame "
+    "first) or the message name are given (inputs.INPUT_RULES; else the main input's shape)",
+    "'missing required positional arguments: a, b' while a dict input is given: the dict gets "
+    "entries a, b by the same rules",
+    "'expected condition to be a boolean tensor': masks become bool",
+    "'... divisible by N' (N <= 16): a latent grid of N x N tokens",
+    "'Length of `x` N should be equal to M': x gets M entries (ones); an embedding's "
+    "'indices' must be Long: the float input the failing statements name becomes ids (zeros)",
+    "among several inputs an error could mean (same width or channels), the one the failing "
+    "statements (innermost first) name",
+    "'not enough values to unpack (expected k, got j)' where the failing statement unpacks "
+    "an input's shape: that input gets rank k (a timestep (B,) becomes one per frame (B, F); "
+    "another input gets axes of one before its last)",
+    "'size of tensor a (X) must match ... b (Y)' with Y > X: in a video layout with X frames, "
+    "Y frames (a temporal table made for a fixed number of frames), else Y - X more text "
+    "tokens, once (a position table made for a fixed text length)",
+    "an error about None while a dict input is given: the names the innermost failing "
+    "statement reads that an input rule knows (resolution, aspect_ratio, ...) become entries",
+]
+
+_NONE_RE = re.compile(r"NoneType|None\b|is required|cannot be None|not iterable|"
+                      r"must be Tensor, not")
+
+
+def error_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+    return f"{type(e).__name__}: {text}"
+
+
+def where(e: BaseException) -> str:
+    """'file.py:line' of the innermost diffusers frame of an exception's traceback."""
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if "diffusers" in f.filename
+              and "/tests/" not in f.filename]
+    return f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else ""
+
+
+def _rows(value: torch.Tensor) -> int:
+    n = 1
+    for d in value.shape[:-1]:
+        n *= d
+    return n
+
+
+TOKEN_LAYOUTS = ("tokens", "video_tokens", "sequence_t", "vector", "video_cl")
+
+
+def _named_first(candidates: list[str], statements: list[str]) -> list[str]:
+    """The candidates in the order the failing statements (innermost first) name them, those
+    no statement names last."""
+    def rank(name: str) -> int:
+        return next((i for i, st in enumerate(statements)
+                     if re.search(rf"(?<![.\w]){re.escape(name)}\b", st)), len(statements))
+    return sorted(candidates, key=rank)
+
+
+def _width_repair(error: str, inputs: dict, main: str, layout: str,
+                  statements: list[str]) -> tuple[str, int] | None:
+    """(input name, width) an error asks for, or None; among several inputs that could be
+    meant, the one the failing statements name first."""
+    m = re.search(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)",
+                  error)
+    if m:
+        rows, have, want = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        candidates = []
+        for name, value in inputs.items():
+            if name == main and layout not in TOKEN_LAYOUTS:
+                continue
+            if isinstance(value, list) and value and isinstance(value[0], torch.Tensor):
+                value = torch.stack(value) if all(v.shape == value[0].shape for v in value) \
+                    else value[0]
+            if isinstance(value, torch.Tensor) and value.is_floating_point() and \
+                    value.dim() >= 2 and value.shape[-1] == have:
+                candidates.append((_rows(value) != rows, name))
+        best = [n for r, n in candidates if not r] or [n for _, n in candidates]
+        return (_named_first(best, statements)[0], want) if best else None
+    m = re.search(r"expected input\[.*\] to have (\d+) channels, but got (\d+) channels", error)
+    if m:
+        want, have = int(m.group(1)), int(m.group(2))
+        axis = {"video_fc": 2, "tokens": -1, "video_tokens": -1, "sequence_t": -1,
+                "video_cl": -1}.get(layout, 1)
+        found = [name for name, value in inputs.items()
+                 if isinstance(value, torch.Tensor) and value.dim() >= 3 and
+                 value.shape[axis if name == main else 1] == have]
+        return (_named_first(found, statements)[0], want) if found else None
+    return None
+
+
+def _none_repair(e: BaseException, error: str, params: dict, inputs: dict) -> set[str]:
+    """The optional parameters left out that the failure names."""
+    if not _NONE_RE.search(error):
+        return set()
+    absent = {n for n, p in params.items() if n not in inputs}
+    named = {w for w in re.findall(r"\w+", error) if w in absent}
+    if named:
+        return named
+    for statement, _ in _statements(e):
+        found = set(re.findall(r"\w+", statement)) & absent
+        if found:
+            return found
+    return set()
+
+
+def _dict_entries(e: BaseException, error: str, inputs: dict, s: Sizes, kwargs: dict) -> bool:
+    """An error about None while a dict input is given: the names the innermost failing
+    statement reads that an input rule knows become entries of that dict."""
+    dicts = [n for n, v in inputs.items() if isinstance(v, dict)]
+    if not dicts or not _NONE_RE.search(error):
+        return False
+    statements = _statements(e)
+    if not statements:
+        return False
+    g = torch.Generator()
+    x = next(iter(inputs.values()))
+    known = []
+    # names the statement reads, not attributes (self.additional_condition_proj)
+    for word in dict.fromkeys(re.findall(r"(?<![.\w])([A-Za-z_]\w*)", statements[0][0])):
+        if word in s.dict_keys.get(dicts[0], ()) or word in inputs or keyword.iskeyword(word):
+            continue
+        param = inspect.Parameter(word, inspect.Parameter.KEYWORD_ONLY)  # no default: needed
+        if value_for(word, param, kwargs, s, x, g) is not MISSING:
+            known.append(word)
+    if not known:
+        return False
+    s.dict_keys[dicts[0]] = s.dict_keys.get(dicts[0], ()) + tuple(known)
+    return True
+
+
+def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
+           layout: str, kwargs: dict) -> bool:
+    """Apply the repair the error asks for to ``s``; False when there is none (or it was
+    made already)."""
+    main = next(iter(inputs))
+    statements = [st for st, _ in _statements(e)]
+    fix = _width_repair(error, inputs, main, layout, statements)
+    if fix is not None and s.widths.get(fix[0]) != fix[1]:
+        s.widths[fix[0]] = fix[1]
+        return True
+    names = _none_repair(e, error, params, inputs) - s.forced
+    if names:
+        s.forced |= names
+        return True
+    if _dict_entries(e, error, inputs, s, kwargs):
+        return True
+    m = re.search(r"missing \d+ required positional arguments?: (.*)", error)
+    dicts = [n for n, v in inputs.items() if isinstance(v, dict)]
+    if m and dicts:
+        keys = tuple(re.findall(r"'(\w+)'", m.group(1)))
+        if keys and s.dict_keys.get(dicts[0]) != keys:
+            s.dict_keys[dicts[0]] = tuple(dict.fromkeys(s.dict_keys.get(dicts[0], ()) + keys))
+            return True
+    m = re.search(r"divisible by (\d+)", error)
+    if m and s.grid % int(m.group(1)) and int(m.group(1)) <= 16:
+        s.grid = int(m.group(1))  # a token grid the attention tiles (NABLA's 8x8 blocks)
+        return True
+    m = re.search(r"[Ll]ength of `(\w+)` (\d+) should be equal to (\d+)", error)
+    if m and m.group(1) in inputs and s.lengths.get(m.group(1)) != int(m.group(3)):
+        s.lengths[m.group(1)] = int(m.group(3))  # one entry per layer it scales
+        return True
+    if re.search(r"'indices' to have one of the following scalar types: Long", error):
+        named = _named_first([n for n, v in inputs.items() if isinstance(v, torch.Tensor)
+                              and v.is_floating_point() and n != main and n not in s.ints],
+                             statements)
+        if named:
+            s.ints.add(named[0])  # an embedding's indices: class-like ids
+            return True
+    m = re.search(r"not enough values to unpack \(expected (\d+), got (\d+)\)", error)
+    if m:
+        for statement, _ in _statements(e)[:1]:
+            target = re.search(r"=\s*(\w+)\.shape\b", statement)
+            name = target.group(1) if target else None
+            if name in inputs and name != main and isinstance(inputs[name], torch.Tensor) and \
+                    s.ranks.get(name) != int(m.group(1)):
+                s.ranks[name] = int(m.group(1))
+                return True
+    if "expected condition to be a boolean tensor" in error and not s.bool_masks and \
+            any(MASK_RE.search(n) for n in inputs):
+        s.bool_masks = True
+        return True
+    m = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", error)
+    if m and int(m.group(2)) > int(m.group(1)):
+        have, want = int(m.group(1)), int(m.group(2))
+        if s.video_layout and have == s.latent_frames and s.frames_override is None:
+            s.frames_override = want  # a temporal table made for a fixed number of frames
+            return True
+        if not s.extra_tokens:
+            s.extra_tokens = want - have  # a table made for a fixed text length
+            return True
+    return False
+
+
+class AttemptTooLong(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Interrupt the forward after ``seconds`` (SIGALRM: the handler runs between torch's
+    operations, so a forward of many small ones stops; only in the main thread)."""
+    if threading.current_thread() is not threading.main_thread() or \
+            not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise AttemptTooLong(f"the forward took more than {seconds:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def summary(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return f"Tensor{tuple(x.shape)}:{str(x.dtype).replace('torch.', '')}"
+    if isinstance(x, (list, tuple)):
+        return [summary(v) for v in x][:6]
+    if isinstance(x, dict):
+        return {k: summary(v) for k, v in list(x.items())[:6]}
+    return repr(x)[:60]
+
+
+def tensors(x: Any) -> list[torch.Tensor]:
+    """The tensors of an output (tuples, lists, dicts, dataclass outputs)."""
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, dict) or hasattr(x, "to_tuple"):
+        x = list(x.values()) if isinstance(x, dict) else list(x.to_tuple())
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in tensors(v)]
+    return []
+
+
+def probe(model: torch.nn.Module, kwargs: dict, seed: int) -> dict[str, Any]:
+    """info: ``inputs`` (the kwargs of the forward that ran, or of the attempt that got
+    furthest), ``layout``, ``batch``, ``output`` (a summary), ``forward_ok``, ``error`` (the
+    last of the layout that took the most repairs, when none returned), ``errors`` (every attempt's),
+    ``forward_seconds``; ``_output`` is the output itself."""
+    start = time.process_time()
+    params = dict(forward_parameters(model))
+    errors: list[str] = []
+    furthest = (-1, "", {}, None)  # (repairs in the layout, its last error, inputs, exception)
+    for batch in (BATCH, 1):
+        for layout in layouts(sizes(kwargs)):
+            s: Sizes = sizes(kwargs)
+            s.layout, s.batch = layout, batch
+            repairs = 0
+            for _ in range(MAX_REPAIRS + 1):
+                if time.process_time() - start > PROBE_BUDGET:
+                    return _failed(errors, furthest, "the probe's time budget was spent")
+                inputs, missing = synthesise(model, kwargs, s, seed)
+                if missing:
+                    errors.append(f"{layout}/B={batch}: {missing}")
+                    furthest = max(furthest, (repairs, missing, inputs, None), key=lambda f: f[0])
+                    break
+                t0 = time.perf_counter()
+                try:
+                    with torch.no_grad(), _time_limit(ATTEMPT_LIMIT):
+                        out = model(**inputs)
+                except Exception as e:  # noqa: BLE001 - recorded; a repair or layout may run
+                    error = f"{error_line(e)} [{where(e)}]"
+                    errors.append(f"{layout}/B={batch}: {error}")
+                    furthest = max(furthest, (repairs, error, inputs, e), key=lambda f: f[0])
+                    if not repair(e, error, s, inputs, params, layout, kwargs):
+                        break
+                    repairs += 1
+                    continue
+                return {"inputs": inputs, "layout": layout, "batch": batch,
+                        "output": summary(out), "forward_ok": True, "error": "",
+                        "errors": errors, "forward_seconds": round(time.perf_counter() - t0, 3),
+                        "_output": out}
+        if not any(re.search(r"batch|size of tensor a \(\d+\) must match|expand", e)
+                   for e in errors):
+            break
+    return _failed(errors, furthest, "")
+
+
+def _failed(errors: list[str], furthest: tuple, why: str) -> dict[str, Any]:
+    error = furthest[1] or why or "no attempt"
+    return {"inputs": furthest[2], "layout": None, "batch": None, "output": None,
+            "forward_ok": False, "error": error + (f" ({why})" if why and furthest[1] else ""),
+            "errors": errors, "forward_seconds": None, "_output": None, "_exception": furthest[3]}
