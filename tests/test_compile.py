@@ -437,8 +437,8 @@ def test_every_apply_form_compiles_with_eager_bits():
     """Each of patch's apply forms (the functions it swaps into modeling modules) under
     torch.compile(fullgraph=True): HF's expression in the graph, the eager form's result
     (bits, dtype, shape and strides) on the first float32 probe it takes."""
-    from sinpe.torch.hf._forms import FORMS
-    from sinpe.torch.hf._probes import probes
+    from sinpe.torch.patching._forms import FORMS
+    from sinpe.torch.patching._probes import probes
 
     with torch.no_grad():
         for form in FORMS:
@@ -505,7 +505,7 @@ def test_double_precision_first_call_check_is_a_graph_break():
     """A fallback checked at its first call (vision towers, audio encoders) reads values
     then: under torch.compile that call is a graph break (fullgraph=True raises it as
     such), with the eager values; later calls are one graph."""
-    from sinpe.torch.hf._double import DoubleForward
+    from sinpe.torch.patching._double import DoubleForward
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
     module = LlamaRotaryEmbedding(transformers.LlamaConfig(**DECODER))

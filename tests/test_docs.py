@@ -82,8 +82,12 @@ def test_docstring_examples(name, tmp_path):
     run_doctest(DOCTESTS[name], tmp_path)
 
 
+# the modules whose examples patch a transformers model: test_patch_docstring_examples
+PATCHING = ["sinpe.torch._patch"]
+
+
 def test_torch_docstring_examples(torch, tmp_path):
-    hf = package("sinpe.torch.hf")  # test_patch_docstring_examples
+    hf = set(package("sinpe.torch.hf")) | set(PATCHING)
     tests = [t for name in package("sinpe.torch") if name not in hf for t in doctests(name)]
     assert {"sinpe.torch._rope.rope_", "sinpe.torch._rope.rope",
             "sinpe.torch._caches.rope_cache"} <= {t.name for t in tests}
@@ -94,8 +98,8 @@ def test_torch_docstring_examples(torch, tmp_path):
 @pytest.mark.needs("transformers")
 def test_patch_docstring_examples(torch, tmp_path):
     # sinpe.torch.patch, on a transformers model
-    tests = [t for name in package("sinpe.torch.hf") for t in doctests(name)]
-    assert "sinpe.torch.hf._patch.patch" in {t.name for t in tests}
+    tests = [t for name in package("sinpe.torch.hf") + PATCHING for t in doctests(name)]
+    assert "sinpe.torch._patch.patch" in {t.name for t in tests}
     for test in tests:
         run_doctest(test, tmp_path)
 
@@ -289,14 +293,16 @@ def test_the_api_reference_lists_every_public_name_of_sinpe():
 
 def test_the_api_reference_lists_every_public_name_of_sinpe_torch(torch):
     documented = documented_names()
-    hf = {n for n in documented if n.startswith("sinpe.torch.hf.")}
+    subpackages = ("sinpe.torch.hf", "sinpe.torch.patching")
+    own = {n for n in documented if n.startswith(tuple(f"{p}." for p in subpackages))}
     assert public_names("sinpe.torch") == {
-        n for n in documented if n.startswith("sinpe.torch.")} - hf
-    # sinpe.torch.hf's own names; those sinpe.torch exports (the same objects) are
+        n for n in documented if n.startswith("sinpe.torch.")} - own
+    # each subpackage's own names; those sinpe.torch exports (the same objects) are
     # documented there
     import sinpe.torch
-    import sinpe.torch.hf
 
-    exported = {f"sinpe.torch.hf.{name}" for name in sinpe.torch.hf.__all__
-                if getattr(sinpe.torch, name, None) is getattr(sinpe.torch.hf, name)}
-    assert exported and public_names("sinpe.torch.hf") - exported == hf
+    for name in subpackages:
+        module = importlib.import_module(name)
+        exported = {f"{name}.{n}" for n in module.__all__
+                    if getattr(sinpe.torch, n, None) is getattr(module, n)}
+        assert public_names(name) - exported == {n for n in own if n.startswith(name + ".")}

@@ -4,7 +4,7 @@
   positional argument is ``unsqueeze_dim``; partial caches; ``k=None``; mixed
   dtypes) gives the bits, dtype, shape and strides of the HF function it stands
   for: Llama's for full-width caches, GPT-NeoX's for narrower ones.
-* Each form of ``sinpe.torch.hf._forms`` (what ``sinpe.torch.patch`` swaps in) gives
+* Each form of ``sinpe.torch.patching._forms`` (what ``sinpe.torch.patch`` swaps in) gives
   the result of every family's own function it stands for, on random layouts of
   the query and key (transposed, sliced, size-1 dimensions, as attention modules
   make them), every dtype pair of tensors and caches, caches of HF's layout and
@@ -24,8 +24,8 @@ from conftest import bits, count_kernel_rotations, require_module, require_torch
 torch = require_torch()
 import sinpe.torch as st  # noqa: E402
 import sinpe.torch._tensors as tensors  # noqa: E402
-import sinpe.torch.hf._checks as checks  # noqa: E402
-import sinpe.torch.hf._forms as forms  # noqa: E402
+import sinpe.torch.patching._checks as checks  # noqa: E402
+import sinpe.torch.patching._forms as forms  # noqa: E402
 
 
 def modeling(family: str):

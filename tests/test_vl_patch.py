@@ -270,7 +270,7 @@ def test_caches_of_other_sections_fail_the_check(monkeypatch):
     patch serves the module by its own forward in double precision instead, whose caches
     are the module's within the rounding of HF's float32 angles."""
     from sinpe.torch import _multi_axis
-    from sinpe.torch.hf._double import DoubleForward
+    from sinpe.torch.patching._double import DoubleForward
 
     model = build("qwen3_vl")
     rotary = model.model.language_model.rotary_emb

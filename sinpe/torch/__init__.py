@@ -40,7 +40,8 @@ anything is written.
 # _caches (rope_cache), _multi_axis (vision-language models' sections and axial rope),
 # _rotary_family (a config's transformers rotary module: found, called, checked against),
 # _rotary_tables (one layer type's frequencies, switches and kept tables, every form),
-# _rotary_module (RotaryEmbedding); above them hf/, the transformers integration (patch).
+# _rotary_module (RotaryEmbedding); above them patching/ (what patch shares between
+# libraries), hf/ (the transformers adapter, drift) and _patch (sinpe.torch.patch).
 # None of them imports this module's names.
 
 try:
@@ -57,7 +58,8 @@ from sinpe.torch._caches import rope_cache
 from sinpe.torch._rope import rope, rope_
 from sinpe.torch._rotary_module import RotaryEmbedding
 from sinpe.torch._tables import PositionalEncoding, add_, encode
-from sinpe.torch.hf import drift, patch
+from sinpe.torch._patch import patch
+from sinpe.torch.hf import drift
 
 # Large calls run on torch's own OpenMP threads from now on (sinpe/_openmp.py).
 share_torch_threads(torch)

@@ -1,7 +1,7 @@
 """HF's apply functions, bit for bit: ``apply_rotary_pos_emb`` and
 ``apply_rotary_pos_emb_vision``, which :mod:`sinpe.torch` re-exports (use them from
 there), and the helpers that the transformers integration builds its families' forms
-from (:mod:`sinpe.torch.hf._forms`).
+from (:mod:`sinpe.torch.patching._forms`).
 
 transformers' families write one formula, ``y = x * cos + rot(x) * sin`` (``rot``:
 rotate_half, or rotate_every_two for interleaved pairs), in a few shapes: all features

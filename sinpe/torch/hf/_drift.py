@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 import sinpe
-from sinpe.torch.hf._patch import patch
+from sinpe.torch.hf._adapter import patch_model
 
 KEYS = ("positions", "logits_hf", "logits_sinpe", "kl_hf", "kl_sinpe", "top1_hf",
         "top1_sinpe", "cache_hf", "cache_sinpe")
@@ -169,7 +169,7 @@ def drift(model: nn.Module, input_ids: Optional[torch.Tensor] = None, *,
             base = _arange(ids, 0)
             for rotary in rotaries:
                 rotary.layout = _layout(rotary, x, base)
-            handle = patch(model)  # refuses before it changes anything
+            handle = patch_model(model, "model")  # refuses before it changes anything
             try:
                 _measure(model, ids, offsets, rotaries, x, "sinpe", result, say)
             finally:

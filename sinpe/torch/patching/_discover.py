@@ -1,19 +1,21 @@
 """Where a model keeps its RoPE: what sinpe.torch.patch may swap, found in the model itself.
 
-No list of families: the candidates are found in the model's own modules and code,
-and :mod:`._checks` then decides, by what each does, which sinpe can stand in for.
+No list of families or models: the candidates are found in the model's own modules and
+code, and the checks (:mod:`sinpe.torch.patching._checks` and each adapter's) then
+decide, by what each does, which sinpe can stand in for.  Shared by the libraries'
+adapters; the library is a parameter (the package its code lives in).
 
 - Rotary modules: modules without parameters holding RoPE frequencies (a tensor
   attribute whose name ends in ``inv_freq``) or whose class says it is one
   (``Rotary``/``RoPE`` in its name).
 - Apply functions: the functions the model's module classes call by a global name
-  (read from the code of their methods), defined in transformers, whose parameters
+  (read from the code of their methods), defined in the library, whose parameters
   take caches (``cos``/``sin``/``freqs_cis``...).  Their home is the module whose
   globals the method reads: swapping that global is what the model then runs.
 - Tables kept in attention modules (GPT-J's and CodeGen's sin/cos ``embed_positions``):
   2-D float buffers, which the checks hold against a sinusoid table.
 
-transformers is never imported here: its code is reached through the model's classes.
+No library is imported here: its code is reached through the model's classes.
 """
 
 import inspect
@@ -29,19 +31,32 @@ from torch import nn
 _ROTARY_CLASS = re.compile(r"rotary|rope", re.IGNORECASE)
 _CACHE_PARAMETER = re.compile(r"^(cos|sin|freqs?(_cis)?|sincos|position_embeddings|"
                               r"rotary_pos_emb|rotary_emb|emb)$")
-_TRANSFORMERS = "transformers."
 
 
 def _is_sinpes(obj: Any) -> bool:
     return (getattr(type(obj), "__module__", "") or "").startswith("sinpe.")
 
 
+_MODULE_PREFIXES = ("modeling_", "transformer_", "pipeline_", "unet_", "controlnet_",
+                    "autoencoder_")
+
+
 def family_of(module_name: str) -> str:
-    """"llama" for transformers.models.llama.modeling_llama (the model folder), else the
+    """The family a library's module belongs to, for the handle's report: the model
+    folder (``llama`` for transformers.models.llama.modeling_llama, ``flux`` for
+    diffusers.pipelines.flux.pipeline_flux), else the module's own name without its
+    kind (``flux`` for diffusers.models.transformers.transformer_flux), else the
     module's name."""
     parts = module_name.split(".")
-    if module_name.startswith(_TRANSFORMERS + "models.") and len(parts) >= 3:
+    if len(parts) >= 4 and parts[1] in ("models", "pipelines") and (
+            parts[0] == "transformers" or parts[1] == "pipelines"):
         return parts[2]
+    if len(parts) >= 3 and parts[1] == "models":
+        last = parts[-1]
+        for prefix in _MODULE_PREFIXES:
+            if last.startswith(prefix):
+                return last[len(prefix):]
+        return last
     return module_name
 
 
@@ -79,13 +94,16 @@ class Global:
         return family_of(self.module.__name__)
 
 
-def apply_globals(model: nn.Module, swapped: Container[str] = ()) -> list[Global]:
-    """The apply functions the model's module classes call by a global name (also those
-    whose qualname is in ``swapped``: sinpe's already, by an earlier patch)."""
+def apply_globals(model: Any, library: str, swapped: Container[str] = ()) -> list[Global]:
+    """The apply functions the library's classes of ``model`` (a module, or any object
+    of the library: a pipeline) call by a global name (also those whose qualname is in
+    ``swapped``: sinpe's already, by an earlier patch).  ``library``: its package."""
     found: dict[tuple[str, str], Global] = {}
-    for cls in {type(m) for m in model.modules()}:
+    classes = {type(m) for m in model.modules()} if isinstance(model, nn.Module) else {
+        type(model)}
+    for cls in classes:
         for klass in cls.__mro__:
-            if not (klass.__module__ or "").startswith(_TRANSFORMERS):
+            if not (klass.__module__ or "").startswith(library + "."):
                 continue
             for attribute in vars(klass).values():
                 function = getattr(attribute, "__func__", attribute)
@@ -96,7 +114,8 @@ def apply_globals(model: nn.Module, swapped: Container[str] = ()) -> list[Global
                     continue
                 for name in _global_names(function.__code__):
                     value = function.__globals__.get(name)
-                    if _takes_caches(value) or f"{home.__name__}.{name}" in swapped:
+                    if (_takes_caches(value, library)
+                            or f"{home.__name__}.{name}" in swapped):
                         found.setdefault((home.__name__, name), Global(home, name))
     return sorted(found.values(), key=lambda g: g.qualname)
 
@@ -108,12 +127,12 @@ def _global_names(code: types.CodeType) -> Iterator[str]:
             yield from _global_names(constant)
 
 
-def _takes_caches(value: Any) -> bool:
-    """A transformers function (not a class) with a parameter for RoPE caches."""
+def _takes_caches(value: Any, library: str) -> bool:
+    """A function of the library (not a class) with a parameter for RoPE caches."""
     function = inspect.unwrap(value) if callable(value) else None
     if not isinstance(function, types.FunctionType) or _is_sinpes(function):
         return False
-    if not (function.__module__ or "").startswith(_TRANSFORMERS):
+    if not (function.__module__ or "").startswith(library + "."):
         return False
     try:
         parameters = inspect.signature(function).parameters
@@ -133,13 +152,3 @@ def tables(model: nn.Module) -> Iterator[tuple[str, nn.Module, str]]:
             if (isinstance(value, torch.Tensor) and value.dim() == 2
                     and value.is_floating_point() and value.shape[0] > 1):
                 yield name, module, buffer
-
-
-def takes_positions(module: nn.Module) -> bool:
-    """Whether the module's forward takes ``(x, position_ids, ...)`` as transformers'
-    text rotary modules do (the checks can then call it on positions of their own)."""
-    try:
-        names = list(inspect.signature(type(module).forward).parameters)
-    except (TypeError, ValueError):
-        return False
-    return names[1:3] == ["x", "position_ids"]

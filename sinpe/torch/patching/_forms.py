@@ -11,7 +11,7 @@ once on the CPU and HF's own expression runs elsewhere.
 
 :data:`FORMS` is the one list of them.  :func:`sinpe.torch.patch` does not know which
 family uses which: it runs each apply function it finds in a model and each form on
-the same random inputs (:mod:`sinpe.torch.hf._probes`), and swaps in the first form
+the same random inputs (:mod:`sinpe.torch.patching._probes`), and swaps in the first form
 that gives the function's result bit for bit on every input the function takes.  A
 function no form reproduces stays transformers' own.  Nothing here imports
 transformers.
