@@ -119,7 +119,7 @@ def test_the_weights_are_small_and_in_the_sdist_only():
     assert "examples/drift/models/*/*.safetensors" in manifest
     assert "docs/_generated *.json" in manifest
     pyproject = (REPO / "pyproject.toml").read_text()
-    packages = re.search(r"^packages = (\[.*\])$", pyproject, re.M)
+    packages = re.search(r"^packages = (\[[^]]*\])", pyproject, re.M)
     assert packages and all(p.startswith("sinpe") for p in json.loads(packages.group(1)))
 
 

@@ -1,21 +1,24 @@
 """``sinpe.torch.patch``: the adapter of the model's library makes the plan, the shared
 machinery applies it (:mod:`sinpe.torch.patching`).
 
-One adapter per library, each a package beside this module: :mod:`sinpe.torch.hf`
-(transformers models, and any ``nn.Module``).  :data:`ADAPTERS` is the one list of them,
-first claim first.
+One adapter per library, each a package beside this module: :mod:`sinpe.torch.diffusers`
+(diffusers models and pipelines), :mod:`sinpe.torch.hf` (transformers models, and any
+other ``nn.Module``).  :data:`ADAPTERS` is the one list of them, first claim first.  A
+pipeline is its components (each planned by the adapter that claims it) and its own
+code, under one handle.
 """
 
 from typing import Any
 
 from torch import nn
 
+from sinpe.torch.diffusers import _adapter as diffusers
 from sinpe.torch.hf import _adapter as hf
-from sinpe.torch.patching._handle import Patch
+from sinpe.torch.patching._handle import NOT_CHANGED, NothingFound, Patch, Plan, made
 
 FREQUENCIES = ("model", "exact")
 # the libraries' adapters, in the order they are asked whether a model is theirs
-ADAPTERS = (hf,)
+ADAPTERS = (diffusers, hf)
 
 
 def patch(model: Any, *, frequencies: str = "model") -> Patch:
@@ -53,10 +56,33 @@ def patch(model: Any, *, frequencies: str = "model") -> Patch:
     ...     handle.functions, handle.rotary
     (['transformers.models.llama.modeling_llama.apply_rotary_pos_emb'], ['model.rotary_emb'])
     """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module (a transformers model), got "
-                        f"{type(model).__name__}")
+    components = getattr(model, "components", None)
+    pipeline = not isinstance(model, nn.Module) and isinstance(components, dict)
+    if not isinstance(model, nn.Module) and not pipeline:
+        raise TypeError(f"model must be a torch.nn.Module (a transformers or diffusers "
+                        f"model) or a diffusers pipeline, got {type(model).__name__}")
     if frequencies not in FREQUENCIES:
         raise ValueError(f'frequencies must be "model" or "exact", got {frequencies!r}')
+    if pipeline:
+        return made(lambda: _pipeline_plan(model, components, frequencies), "the library")
     adapter = next(a for a in ADAPTERS if a.claims(model))
     return adapter.patch_model(model, frequencies)
+
+
+def _pipeline_plan(pipeline: Any, components: dict[str, Any], frequencies: str) -> Plan:
+    """One plan for a pipeline: each component with positional code (by its adapter), and
+    the positional functions the pipeline's own code calls."""
+    changes = Plan()
+    for name, component in components.items():
+        if not isinstance(component, nn.Module):
+            continue
+        adapter = next(a for a in ADAPTERS if a.claims(component))
+        try:
+            changes.extend(adapter.plan(component, frequencies))
+        except NothingFound:
+            continue  # a component without positional code (a VAE, a text encoder)
+    changes.extend(diffusers.plan(pipeline, "model"))
+    if not changes.methods and not changes.functions and not changes.tables:
+        raise ValueError(f"sinpe.torch.patch: {type(pipeline).__name__} has no component or "
+                         f"code with positional code that sinpe finds; {NOT_CHANGED}")
+    return changes

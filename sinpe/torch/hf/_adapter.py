@@ -29,6 +29,7 @@ from sinpe.torch.patching._handle import (
     NOT_CHANGED,
     SWAPS,
     MethodSwap,
+    NothingFound,
     Patch,
     Plan,
     made,
@@ -60,7 +61,7 @@ def plan(model: nn.Module, frequencies: str) -> Plan:
     caches_found += made.add_tables(model)
     globals_found = discover.apply_globals(model, LIBRARY, SWAPS)
     if not caches_found and not globals_found:
-        raise ValueError(f"sinpe.torch.patch: {type(model).__name__} has no rotary "
+        raise NothingFound(f"sinpe.torch.patch: {type(model).__name__} has no rotary "
                          "position embedding that sinpe finds (no rotary module, sin/cos "
                          f"table or apply function); {NOT_CHANGED}")
     if not made.methods and not made.tables:

@@ -40,6 +40,14 @@ from sinpe.torch.patching import _checks as checks
 from sinpe.torch.patching import _discover as discover
 
 NOT_CHANGED = "the model was not changed"
+class NothingFound(ValueError):
+    """A model in which an adapter finds no positional code (a pipeline passes such a
+    component over)."""
+
+
+# a MethodSwap's kind for a patched object's own method that only scopes swaps
+# (:mod:`._scoped`): not a stand-in, so not listed as one
+ENTRY = "entry"
 
 
 # -- overrides of one instance's method -----------------------------------------------------
@@ -350,14 +358,17 @@ class Plan:
         words)."""
         undo = _Undo()
         families = sorted(self.families | {place.family for place, *_ in self.functions})
-        handle = Patch(families, [m.what for m in self.methods] + [t.what for t in self.tables],
+        stand_ins = [m for m in self.methods if m.kind != ENTRY]
+        handle = Patch(families, [m.what for m in stand_ins] + [t.what for t in self.tables],
                        {place.qualname: form for place, _, _, form in self.functions},
                        dict(self.kept), undo)
         for what, call in self.deferred:
             call.on_failure = _reporter(handle, what, library)
-        handle.checked_at_first_call = [m.what for m in self.methods
-                                        if any(m.call is d for _, d in self.deferred)]
-        handle.caches = {m.what: m.kind for m in self.methods}
+        handle.checked_at_first_call = [m.what for m in stand_ins
+                                        if any(m.call is d for _, d in self.deferred)] + [
+            p.qualname for p, _, replacement, _ in self.functions
+            if any(getattr(replacement, "call", None) is d for _, d in self.deferred)]
+        handle.caches = {m.what: m.kind for m in stand_ins}
         handle.caches.update({t.what: "table" for t in self.tables})
         for item in self.methods:
             override = _Override(item.module, item.name, item.call)

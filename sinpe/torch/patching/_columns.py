@@ -1,0 +1,245 @@
+"""A positional module whose outputs are cosines and sines of its positions, learned from
+its own code and computed by the exact angle tables on any device.
+
+A module that reads its positions' values (a timestep embedding, Flux's rotary module
+of ``(N, axes)`` ids) gets new ones at every denoising step, so an
+:class:`~sinpe.torch.patching._exact.ExactCall` would read them on the host at every
+step.  Most such modules compute, for each output column, ``cos`` or ``sin`` of one
+position (one axis of the ids) times a frequency, or a constant (a zero pad), in some
+order (sines then cosines, flipped, interleaved, halves, complex ``freqs_cis``, 2x2
+matrices with a negated sine).  :func:`learn` finds that structure by running the
+module's own code with its inputs' values in double
+(:class:`~sinpe.torch.patching._taint.FromInputsInDouble`) on probe positions:
+
+- all ones: the angle of each trigonometric call's column is its frequency, exactly;
+  all zeros: no angle may remain (no offset);
+- one axis at a time: which axis each column's angle follows;
+- random positions: each output column must equal one trigonometric call's column
+  (or its negation, or a constant) bit for bit in double.
+
+:class:`Columns` then computes the outputs from the positions by device operations
+alone (:class:`sinpe.torch._angles.AngleTables`, the values rounded once): no host
+read, no float64, the same bits on every device, the CPU included.  A module whose
+outputs are anything else (a scale after the sine, an offset in the angle, angles
+that depend on the row rather than the position) is not learned, and keeps its
+ExactCall.
+"""
+
+from typing import Any, Callable, Optional
+
+import numpy as np
+import torch
+from torch.utils import _pytree
+
+from sinpe.torch._angles import AngleTables
+from sinpe.torch.patching._taint import FromInputsInDouble
+
+# the axes of an (N, axes) positions argument at most (Flux's ids have 3 or 4)
+MAX_AXES = 8
+_COS, _SIN, _ZERO, _ONE = 0, 1, 2, 3
+
+
+class _Recording(FromInputsInDouble):
+    """The mode that also keeps each trigonometric call's angles and results (cos and
+    sin of a real angle; ``polar`` and ``exp`` of an imaginary one as their two parts)."""
+
+    def __init__(self, inputs: list[torch.Tensor]) -> None:
+        super().__init__(inputs)
+        self.calls: list[tuple[int, torch.Tensor, torch.Tensor]] = []  # (kind, A, R)
+
+    def __torch_function__(self, func: Callable[..., Any], types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        out = super().__torch_function__(func, types, args, kwargs)
+        name = getattr(func, "__name__", "")
+        if not (isinstance(out, torch.Tensor) and self.tainted(out)):
+            return out
+        if name in ("cos", "sin") and isinstance(args[0], torch.Tensor):
+            self.calls.append((_COS if name == "cos" else _SIN, args[0].double(), out))
+        elif name == "polar" and isinstance(args[1], torch.Tensor):
+            self.calls += [(_COS, args[1].double(), out.real), (_SIN, args[1].double(), out.imag)]
+        elif name == "exp" and out.is_complex():
+            angle = args[0].imag.double()
+            self.calls += [(_COS, angle, out.real), (_SIN, angle, out.imag)]
+        return out
+
+
+class Columns:
+    """Outputs as columns of cos and sin of positions times frequencies (module
+    docstring): ``freq`` (double) and ``axis`` per pair, and per output leaf its
+    shape after the rows, dtype and source columns (into ``[c_0, s_0, c_1, s_1, ...,
+    0, 1]``) with their signs."""
+
+    def __init__(self, freq: np.ndarray, axis: np.ndarray, spec: Any,
+                 leaves: list[tuple[tuple[int, ...], torch.dtype, np.ndarray, np.ndarray]]
+                 ) -> None:
+        self.angles = AngleTables(freq)
+        self.axis = axis
+        self.spec = spec  # the outputs' structure
+        self.leaves = leaves
+        self._device: dict[torch.device, tuple[torch.Tensor, ...]] = {}
+
+    def _on(self, device: torch.device) -> tuple[torch.Tensor, ...]:
+        made = self._device.get(device)
+        if made is None:
+            made = (torch.from_numpy(self.axis).to(device),) + tuple(
+                t for _, dtype, source, sign in self.leaves
+                for t in (torch.from_numpy(source).to(device),
+                          torch.from_numpy(sign).to(device, _real(dtype))))
+            self._device[device] = made
+        return made
+
+    def prepare(self, device: torch.device) -> None:
+        self.angles.on(device)
+        self._on(device)
+
+    def __call__(self, positions: torch.Tensor) -> Any:
+        device = positions.device
+        axis, *indices = self._on(device)
+        per_pair = positions[:, axis] if positions.dim() == 2 else (
+            positions[:, None].expand(-1, len(self.axis)))
+        sources: dict[torch.dtype, torch.Tensor] = {}
+        outputs = []
+        for n, (rest, dtype, _, _) in enumerate(self.leaves):
+            source, sign = indices[2 * n], indices[2 * n + 1]
+            real = _real(dtype)
+            values = sources.get(real)
+            if values is None:  # [c_0, s_0, c_1, s_1, ..., 0, 1]: once per dtype
+                pairs = self.angles.values(per_pair, real, per_pair=True).flatten(-2)
+                values = torch.cat([pairs, pairs.new_zeros(pairs.shape[0], 1),
+                                    pairs.new_ones(pairs.shape[0], 1)], -1)
+                sources[real] = values
+            rows = values.shape[0]
+            columns = values.index_select(-1, source) * sign
+            if dtype.is_complex:
+                columns = torch.view_as_complex(columns.reshape(rows, -1, 2).contiguous())
+            outputs.append(columns.reshape(rows, *rest))
+        return _pytree.tree_unflatten(outputs, self.spec)
+
+
+def learn(cpu_call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+          dtypes: list[Optional[torch.dtype]]) -> Optional[Columns]:
+    """The columns of ``cpu_call`` (a positional module's code on the CPU) for calls like
+    ``args, kwargs``, or None where its outputs are not such columns.  ``dtypes``: the
+    module's own output dtypes (the columns are given in them, 16-bit ones in float32)."""
+    leaves, spec = _pytree.tree_flatten((args, kwargs))
+    tensors = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+    if len(tensors) != 1:
+        return None
+    position = tensors[0]
+    real = leaves[position]
+    if real.dim() not in (1, 2) or (real.dim() == 2 and not 1 <= real.shape[1] <= MAX_AXES):
+        return None
+    rows = real.shape[0]
+    axes = 1 if real.dim() == 1 else real.shape[1]
+
+    def run(positions: torch.Tensor) -> tuple[Any, list[tuple[int, Any, Any]]]:
+        given = list(leaves)
+        given[position] = positions
+        call_args, call_kwargs = _pytree.tree_unflatten(given, spec)
+        mode = _Recording([positions])
+        with torch.no_grad(), mode:
+            out = cpu_call(*call_args, **call_kwargs)
+        return out, mode.calls
+
+    dtype = real.dtype if real.is_floating_point() else torch.int64
+    ones = torch.ones(real.shape, dtype=dtype)
+    try:
+        _, zero_calls = run(torch.zeros(real.shape, dtype=dtype))
+        _, one_calls = run(ones)
+        axis_calls = [run(_unit(real.shape, a, dtype))[1] for a in range(axes)]
+        probe = _random(real.shape, dtype)
+        outputs, probe_calls = run(probe)
+    except Exception:
+        return None
+    pairs = _pairs(zero_calls, one_calls, axis_calls, rows)
+    if pairs is None or len(probe_calls) != len(one_calls):
+        return None
+    out_leaves, out_spec = _pytree.tree_flatten(outputs)
+    return _columns(pairs, probe_calls, out_leaves, out_spec, dtypes, rows)
+
+
+def _unit(shape: tuple[int, ...], axis: int, dtype: torch.dtype) -> torch.Tensor:
+    unit = torch.zeros(shape, dtype=dtype)
+    if len(shape) == 1:
+        unit += 1
+    else:
+        unit[:, axis] = 1
+    return unit
+
+
+def _random(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(0)
+    values = torch.randint(1, 1000, shape, generator=generator)
+    if dtype.is_floating_point:
+        values = values + torch.rand(shape, generator=generator, dtype=torch.float64)
+    return values.to(dtype)
+
+
+def _pairs(zero: list[Any], one: list[Any], axes: list[list[Any]], rows: int
+           ) -> Optional[list[tuple[np.ndarray, np.ndarray]]]:
+    """Per trigonometric call, its columns' frequencies and axes; None where an angle is
+    not a position times a frequency."""
+    found = []
+    for i, (kind, angle, _) in enumerate(one):
+        if (angle.dim() != 2 or angle.shape[0] != rows or len(zero) != len(one)
+                or bool(zero[i][1].abs().max() != 0)):
+            return None
+        freq = angle[0].numpy()
+        if not bool((angle == angle[0]).all()):
+            return None  # the angle follows the row, not the position
+        axis = np.full(len(freq), -1)
+        for a, calls in enumerate(axes):
+            if len(calls) != len(one):
+                return None
+            moved = calls[i][1][0].numpy()
+            axis[(moved == freq) & (freq != 0)] = a
+        if len(axes) > 1 and bool(((axis < 0) & (freq != 0)).any()):
+            return None
+        found.append((freq, np.maximum(axis, 0)))
+    return found
+
+
+def _real(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype.is_complex else dtype
+
+
+def _columns(pairs: list[tuple[np.ndarray, np.ndarray]], calls: list[Any], outputs: list[Any],
+             out_spec: Any, dtypes: list[Optional[torch.dtype]], rows: int
+             ) -> Optional[Columns]:
+    """Each output column as one call's column (or its negation, or a constant)."""
+    freq = np.concatenate([f for f, _ in pairs]) if pairs else np.zeros(0)
+    axis = np.concatenate([a for _, a in pairs]) if pairs else np.zeros(0, np.int64)
+    index: dict[bytes, tuple[int, float]] = {}
+    start = 0
+    for (kind, _, result), (f, _) in zip(calls, pairs):
+        values = result.reshape(rows, -1).double()
+        for j in range(values.shape[1]):
+            column = values[:, j].contiguous().numpy()
+            for sign in (1.0, -1.0):
+                index.setdefault((sign * column).tobytes(), (2 * (start + j) + kind, sign))
+        start += len(f)
+    constants = {np.zeros(rows).tobytes(): (2 * len(freq), 1.0),
+                 np.ones(rows).tobytes(): (2 * len(freq) + 1, 1.0)}
+    leaves = []
+    for leaf, dtype in zip(outputs, dtypes or [None] * len(outputs)):
+        if not isinstance(leaf, torch.Tensor) or leaf.dim() < 1 or leaf.shape[0] != rows:
+            return None
+        target = dtype if dtype is not None else leaf.dtype
+        if target in (torch.float16, torch.bfloat16) or target == torch.float64:
+            target = torch.float32
+        if target == torch.complex128:
+            target = torch.complex64
+        wide = torch.view_as_real(leaf) if leaf.is_complex() else leaf
+        flat = wide.reshape(rows, -1).double()
+        source, sign = [], []
+        for c in range(flat.shape[1]):
+            column = flat[:, c].contiguous().numpy()
+            key = column.tobytes()
+            match = index.get(key) or constants.get(key)
+            if match is None:
+                return None
+            source.append(match[0])
+            sign.append(match[1])
+        rest = tuple(leaf.shape[1:])
+        leaves.append((rest, target, np.array(source, np.int64), np.array(sign, np.float32)))
+    return Columns(freq, axis.astype(np.int64), out_spec, leaves) if leaves else None

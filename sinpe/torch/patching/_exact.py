@@ -1,0 +1,355 @@
+"""A positional module's (or function's) own code, exact, kept: a stand-in for any form.
+
+Modules that compute positional values come in many forms (interleaved or halved cos
+and sin, 2x2 rotation matrices, complex ``freqs_cis``, timestep embeddings, tables
+sliced by a grid) and signatures.  :class:`ExactCall` stands in for any of them without
+knowing the form: it runs the module's own code on the CPU with the values made from
+its inputs in double (:class:`sinpe.torch.patching._taint.FromInputsInDouble`: the
+model's own frequencies, the angles and their cos and sin in double), on the branch
+the code takes on the CPU (the float64 one where the code would drop to float32 on
+MPS: ``torch.backends.mps.is_available()`` reads False there), rounds each output once
+(to the dtype the module returns, float32 where it returns a 16-bit float: a model
+cast to bfloat16 keeps exact float32 tables), and moves it to the device once.
+
+- **The same bits on every device**: the values are computed on the CPU whatever the
+  model's device, so CPU, CUDA and MPS get the same bits.
+- **Kept**: outputs are kept per call key, least recently used out (:data:`KEPT`): the
+  shapes, dtypes and devices of the tensor arguments and the other arguments' values,
+  and the tensors' values where the output depends on them.  Whether it does is seen at
+  the first call (the module's own code on other values of the same shapes): a module
+  that reads only its arguments' shapes (a grid's size) is keyed by shapes alone, so a
+  denoising loop pays for its tables once per resolution and its steps read nothing.
+  Otherwise a CPU tensor's values are part of the key (read on the host, as the kernel
+  path reads positions), and a tensor on another device is known by identity (the same
+  tensor object, unchanged): a new tensor is read on the host once.
+- **Checked**: the first call also runs the module's own code and compares (the same
+  structure, shapes and devices; values within the rounding of its own float32 angles:
+  :func:`sinpe.torch.patching._double.caches_differ`).  If they differ, that call and
+  every later one return the module's own result, ``failed`` says why and
+  ``on_failure`` is told: never silently wrong.
+"""
+
+import contextlib
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Iterator, Optional
+
+import torch
+from torch.utils import _pytree
+
+from sinpe.torch._tensors import _device_path, _round_once
+from sinpe.torch.patching import _columns
+from sinpe.torch.patching._double import caches_differ
+from sinpe.torch.patching._taint import FromInputsInDouble
+
+KEPT = 8  # call keys kept per stand-in
+_EXACT = (torch.float32, torch.float64, torch.complex64, torch.complex128)
+_CPU = torch.device("cpu")
+
+
+@contextlib.contextmanager
+def _cpu_branches() -> Iterator[None]:
+    """Code that drops to float32 where MPS exists (``torch.backends.mps.is_available()``,
+    even for CPU tensors) takes its float64 branch."""
+    available = torch.backends.mps.is_available
+    torch.backends.mps.is_available = lambda: False  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        torch.backends.mps.is_available = available  # type: ignore[assignment]
+
+
+def _on_cpu(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().to(_CPU)
+    if isinstance(value, torch.device):
+        return _CPU
+    return value
+
+
+def _zeros_on_cpu(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return torch.zeros(value.shape, dtype=value.dtype)
+    if isinstance(value, torch.device):
+        return _CPU
+    return value
+
+
+class _Shape:
+    """A tensor argument in a key: what its output depends on."""
+
+    __slots__ = ("shape", "dtype", "device", "tensor", "version", "values")
+
+    def __init__(self, tensor: torch.Tensor, by_value: bool) -> None:
+        self.shape, self.dtype, self.device = tuple(tensor.shape), tensor.dtype, tensor.device
+        self.tensor: Optional[torch.Tensor] = None
+        self.version = self.values = None
+        if by_value:
+            if tensor.device.type == "cpu":
+                self.values = tensor.detach().contiguous().view(-1).view(torch.uint8).numpy(
+                    ).tobytes() if tensor.numel() else b""
+            else:  # by identity: the object kept (its id cannot be reused while kept)
+                self.tensor, self.version = tensor, tensor._version
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, _Shape) and (self.shape, self.dtype, self.device,
+                                               self.version, self.values)
+                == (other.shape, other.dtype, other.device, other.version, other.values)
+                and self.tensor is other.tensor)
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype, str(self.device), self.version, self.values,
+                     id(self.tensor)))
+
+
+class ExactCall:
+    """Stands in for ``own`` (a module's bound ``forward``, or a function): its code on
+    the CPU in ``cpu_call`` (the module rebuilt on the CPU with exact tables, or the
+    function), inputs' values in double, each output rounded once; kept per call key;
+    checked at the first call (module docstring)."""
+
+    def __init__(self, own: Callable[..., Any], cpu_call: Callable[..., Any],
+                 state: Callable[[], tuple[Any, ...]] = tuple) -> None:
+        self.own = own
+        self.cpu_call = cpu_call
+        self.state = state  # what else the outputs depend on (parameters' versions)
+        self.checked = False
+        self.failed = ""
+        self.by_value = True  # until the first call shows the outputs depend on shapes only
+        self.on_failure: Optional[Callable[[str], None]] = None
+        self._kept: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self._dtypes: list[Optional[torch.dtype]] = []
+        self.columns: Optional[_columns.Columns] = None  # (learned at the first call)
+        self._position = -1  # the tensor argument the columns read
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling():
+            return _untraced(self, args, kwargs)
+        return self.call(args, kwargs)
+
+    def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self.failed:
+            return self.own(*args, **kwargs)
+        if self.columns is not None:
+            positions = _pytree.tree_leaves((args, kwargs))[self._position]
+            if _device_path(positions):  # device operations, no host read
+                return self.columns(positions)
+        key = self._key(args, kwargs)
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None:
+                self._kept.move_to_end(key)
+                return kept
+        if not self.checked:
+            return self._first(args, kwargs)
+        if self.columns is not None:
+            value = self.columns(positions)
+        else:
+            value = self._exact(args, kwargs, self._device(args, kwargs))
+        self._keep(key, value)
+        return value
+
+    # -- the first call: the module's own result, the check, what the key holds
+
+    def _first(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        with torch.no_grad():
+            want = self.own(*args, **kwargs)
+        self._dtypes = [leaf.dtype if isinstance(leaf, torch.Tensor) else None
+                        for leaf in _pytree.tree_leaves(want)]
+        device = next((leaf.device for leaf in _pytree.tree_leaves(want)
+                       if isinstance(leaf, torch.Tensor)), _CPU)
+        try:
+            got, angle = self._exact(args, kwargs, device, angle=True)
+        except Exception as exc:
+            return self._fail(f"cannot be run with its inputs' values in double precision "
+                              f"({exc!r})", want)
+        why = _differs(got, want, angle)
+        if why:
+            return self._fail(why, want)
+        self.checked = True
+        self.by_value = not _shapes_alone(self.own, args, kwargs, want)
+        if self.by_value:
+            got = self._learn(args, kwargs, got)
+        self._keep(self._key(args, kwargs), got)
+        return got
+
+    def _learn(self, args: tuple[Any, ...], kwargs: dict[str, Any], got: Any) -> Any:
+        """The columns form, if the module's outputs are one (and it gives the exact
+        outputs to within the two roundings' difference: one ulp plus ``2**-29``); the
+        outputs it gives for this call, else ``got``."""
+        cpu_args, cpu_kwargs = _pytree.tree_map(_on_cpu, (args, kwargs))
+        try:
+            with _cpu_branches():
+                form = _columns.learn(self.cpu_call, cpu_args, cpu_kwargs, self._dtypes)
+        except Exception:
+            return got
+        if form is None:
+            return got
+        leaves = _pytree.tree_leaves((args, kwargs))
+        position = next(i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor))
+        try:
+            mine = form(leaves[position])
+        except Exception:
+            return got
+        if not _within_an_ulp(mine, got):
+            return got
+        self.columns, self._position = form, position
+        return mine
+
+    def _fail(self, why: str, want: Any) -> Any:
+        self.failed = why
+        if self.on_failure is not None:
+            self.on_failure(why)
+        return want
+
+    # -- the exact values
+
+    def _exact(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: torch.device,
+               angle: bool = False) -> Any:
+        # (a module that reads its arguments' shapes alone gets zeros of their shapes on
+        # the CPU: nothing is read or copied from the device)
+        place = _on_cpu if self.by_value or not self.checked else _zeros_on_cpu
+        cpu_args, cpu_kwargs = _pytree.tree_map(place, (args, kwargs))
+        inputs = [t for t in _pytree.tree_leaves((cpu_args, cpu_kwargs))
+                  if isinstance(t, torch.Tensor)]
+        mode = FromInputsInDouble(inputs)
+        with _cpu_branches(), torch.no_grad(), mode:
+            out = self.cpu_call(*cpu_args, **cpu_kwargs)
+        leaves, spec = _pytree.tree_flatten(out)
+        dtypes = self._dtypes or [None] * len(leaves)
+        rounded = [_rounded(leaf, dtype, device) for leaf, dtype in zip(leaves, dtypes)]
+        value = _pytree.tree_unflatten(rounded, spec)
+        return (value, mode.angle) if angle else value
+
+    def _device(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device:
+        for leaf in _pytree.tree_leaves((args, kwargs)):
+            if isinstance(leaf, torch.Tensor):
+                return leaf.device
+            if isinstance(leaf, torch.device):
+                return leaf
+        return _CPU
+
+    # -- the kept outputs
+
+    def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        leaves, spec = _pytree.tree_flatten((args, kwargs))
+        parts = []
+        for leaf in leaves:
+            if isinstance(leaf, torch.Tensor):
+                parts.append(_Shape(leaf, self.by_value))
+            else:
+                try:
+                    hash(leaf)
+                    parts.append(leaf)
+                except TypeError:
+                    parts.append(repr(leaf))
+        return (str(spec), tuple(parts), self.state())
+
+    def _keep(self, key: Any, value: Any) -> None:
+        with self._lock:
+            self._kept[key] = value
+            self._kept.move_to_end(key)
+            while len(self._kept) > KEPT:
+                self._kept.popitem(last=False)
+
+
+def _rounded(value: Any, dtype: Optional[torch.dtype], device: torch.device) -> Any:
+    """A double output rounded once to the module's dtype (float32 for a 16-bit one,
+    the complex of float32 for complex32), on ``device``."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    if dtype is None or not (dtype.is_floating_point or dtype.is_complex):
+        return value.to(device) if dtype is None else value.to(device=device, dtype=dtype)
+    target = dtype if dtype in _EXACT else (torch.complex64 if dtype.is_complex
+                                            else torch.float32)
+    if value.is_complex():
+        return value.to(target).to(device)
+    return _round_once(value.to(torch.float64), target).to(device)
+
+
+def _within_an_ulp(mine: Any, got: Any) -> bool:
+    """The same structure, shapes, dtypes and devices, and each value within one ulp of
+    its dtype plus ``2**-29`` (two roundings of one exact value, each within half an ulp
+    plus ``2**-30``)."""
+    a, spec_a = _pytree.tree_flatten(mine)
+    b, spec_b = _pytree.tree_flatten(got)
+    if spec_a != spec_b:
+        return False
+    for x, y in zip(a, b):
+        if not isinstance(x, torch.Tensor) or (x.shape, x.dtype, x.device) != (
+                y.shape, y.dtype, y.device):
+            return False
+        x, y = (torch.view_as_real(t) if t.is_complex() else t for t in (x, y))
+        if x.numel():
+            ulp = torch.finfo(y.dtype).eps * y.double().abs()
+            if not bool(((x.double() - y.double()).abs() <= ulp + 2.0**-29).all()):
+                return False
+    return True
+
+
+def _differs(got: Any, want: Any, angle: float) -> str:
+    """Why the exact outputs do not stand for the module's own, or "": the same
+    structure, shapes and devices, and values within the rounding of the module's own
+    arithmetic (:func:`sinpe.torch.patching._double.caches_differ`'s bound, with the
+    unit of the module's own dtype: a 16-bit table, which sinpe gives in float32, is
+    held to its own rounding)."""
+    got_leaves, got_spec = _pytree.tree_flatten(got)
+    want_leaves, want_spec = _pytree.tree_flatten(want)
+    if got_spec != want_spec:
+        return f"returns {want_spec}, not as its own run does"
+    for g, w in zip(got_leaves, want_leaves):
+        if isinstance(w, torch.Tensor) and w.dtype in (torch.float16, torch.bfloat16):
+            if not isinstance(g, torch.Tensor) or g.shape != w.shape or g.device != w.device:
+                return "returns tensors of another shape or device in double precision"
+            top = max(float(w.detach().abs().max()), 1.0) if w.numel() else 1.0
+            bound = top * (16 * angle * 2.0**-24 + 2.0**-23) + 2 * top * torch.finfo(w.dtype).eps
+            if w.numel() and not bool(((g.double() - w.double()).abs() <= bound).all()):
+                return ("computes values in double precision that differ from its own "
+                        "beyond rounding")
+            continue
+        why = caches_differ(g, w, angle)
+        if why:
+            return why
+    return ""
+
+
+def _shapes_alone(own: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                  want: Any) -> bool:
+    """Whether the module's outputs depend on its tensor arguments' shapes alone: its
+    own code on other values (each tensor plus one) gives the same bits."""
+    def other(leaf: Any) -> Any:
+        if isinstance(leaf, torch.Tensor) and leaf.dtype is not torch.bool and leaf.numel():
+            return leaf + 1
+        return leaf
+    if not any(isinstance(leaf, torch.Tensor) and leaf.numel()
+               for leaf in _pytree.tree_leaves((args, kwargs))):
+        return True
+    try:
+        with torch.no_grad():
+            again = own(*_pytree.tree_map(other, args), **_pytree.tree_map(other, kwargs))
+    except Exception:
+        return False
+    return _same(again, want)
+
+
+def _same(a: Any, b: Any) -> bool:
+    la, lb = _pytree.tree_leaves(a), _pytree.tree_leaves(b)
+    if len(la) != len(lb):
+        return False
+    for x, y in zip(la, lb):
+        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
+            return False
+        if isinstance(x, torch.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype or not torch.equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+@torch.compiler.disable  # type: ignore[untyped-decorator]
+def _untraced(call: ExactCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A call under torch.compile: outside the graph (the kept outputs are looked up by
+    Python keys), as a graph break."""
+    return call.call(args, kwargs)
