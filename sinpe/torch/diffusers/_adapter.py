@@ -28,6 +28,8 @@ becomes the same, acting only inside a patched model's or pipeline's own call
 diffusers is never imported here.
 """
 
+import copy
+import inspect
 from typing import Any, Callable, Optional
 
 import torch
@@ -111,13 +113,52 @@ def _model_plan(model: nn.Module) -> Plan:
         changes.deferred.append((what, call))
         changes.families.add(discover.family_of(type(module).__module__))
     skip = {id(m) for _, m in positional}
-    others = [m for m in model.modules() if id(m) not in skip]
+    inner = [(name, m) for name, m in model.named_modules() if id(m) not in skip and not any(
+        name.startswith(taken + ".") for taken, _ in positional if taken)]
+    for name, module in inner:
+        _helpers(changes, name, module)
+    others = [m for _, m in inner]
     changes.extend(_entries_plan(model, type(model).__name__, classes={type(m) for m in others},
                                  entry=model if others else None))
     for place in discover.apply_globals(model, LIBRARY, SWAPS):
         if not isinstance(getattr(place.module, place.name), Scoped):
             changes.add_function(place, device)
     return changes
+
+
+def _helpers(changes: Plan, name: str, module: nn.Module) -> None:
+    """Plans the stand-ins of a module's positional helpers: its static methods that its
+    ``forward`` calls (Z-Image's ``timestep_embedding``), and the callable objects it
+    holds that are no modules (Z-Image's ``RopeEmbedder``), whose code takes a cosine,
+    a sine or ``polar``."""
+    cls = type(module)
+    forward = code.function_of(getattr(cls, "forward", None), LIBRARY)
+    called = code.reached(forward, cls, LIBRARY) if forward is not None else set()
+    for attribute in dir(cls):
+        value = inspect.getattr_static(cls, attribute, None)
+        if not isinstance(value, (staticmethod, classmethod)) or attribute.startswith("__"):
+            continue
+        function = code.function_of(value, LIBRARY)
+        if function is None or function not in called or not code.calls_trigonometry(
+                code.reached(function, cls, LIBRARY)):
+            continue
+        own = getattr(module, attribute)
+        what = f"the positional helper {name + '.' if name else ''}{attribute} of {cls.__name__}"
+        call = ExactCall(own, getattr(cls, attribute))
+        changes.methods.append(MethodSwap(f"{name + '.' if name else ''}{attribute}", module,
+                                          attribute, call, EXACT))
+        changes.deferred.append((what, call))
+    for attribute, value in list(vars(module).items()):
+        if isinstance(value, (nn.Module, torch.Tensor)) or not _of_library(value):
+            continue
+        if not code.method_reaches_trigonometry(type(value), "__call__", LIBRARY):
+            continue
+        what = (f"the positional helper {name + '.' if name else ''}{attribute} "
+                f"({type(value).__name__})")
+        call = ExactCall(value.__call__, _own(copy.deepcopy(value), "__call__"))
+        changes.methods.append(MethodSwap(f"{name + '.' if name else ''}{attribute}", module,
+                                          attribute, call, EXACT, original=value))
+        changes.deferred.append((what, call))
 
 
 def positional_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:

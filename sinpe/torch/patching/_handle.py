@@ -55,21 +55,34 @@ ENTRY = "entry"
 
 class _Override:
     """A method of one module instance replaced by sinpe's (kept in the instance's
-    ``__dict__``, where it takes precedence over the class's method).
+    ``__dict__``, where it takes precedence over the class's method), or a callable
+    object the instance holds (``original``: a positional helper that is no module)
+    replaced by a callable that forwards every other attribute to it.
 
     A deep copy or a pickle of the module (of the model) gets the class's own method
-    back in its place: copies carry no patch.  (Copying the override as it is would
-    give the copy sinpe's caches with no handle that could undo them.)"""
+    (or a copy of the original object) back in its place: copies carry no patch.
+    (Copying the override as it is would give the copy sinpe's caches with no handle
+    that could undo them.)"""
 
-    def __init__(self, module: nn.Module, name: str, call: Callable[..., Any]) -> None:
+    def __init__(self, module: Any, name: str, call: Callable[..., Any],
+                 original: Any = None) -> None:
         self.module = weakref.ref(module)
         self.name = name
         self.call = call
+        self.original = original
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.call(*args, **kwargs)
 
+    def __getattr__(self, name: str) -> Any:
+        original = self.__dict__.get("original")
+        if original is None:
+            raise AttributeError(name)
+        return getattr(original, name)
+
     def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        if self.original is not None:
+            return copy.deepcopy(self.original, memo)
         module = self.module()
         copied = memo.get(id(module)) if module is not None else None
         if copied is None:  # copied alone, not as part of its module
@@ -77,7 +90,13 @@ class _Override:
         return _own_method(copied, self.name)
 
     def __reduce__(self) -> tuple[Any, ...]:
+        if self.original is not None:
+            return (_itself, (self.original,))
         return (_own_method, (self.module(), self.name))
+
+
+def _itself(value: Any) -> Any:
+    return value
 
 
 def _own_method(module: Any, name: str) -> Any:
@@ -96,9 +115,10 @@ class MethodSwap:
 
     what: str  # the module's name in the model
     module: nn.Module
-    name: str  # the method: "forward" or a table's accessor
+    name: str  # the method: "forward" or a table's accessor (or a callable attribute)
     call: Callable[..., Any]
     kind: str = "rotary module"
+    original: Any = None  # the callable object an attribute swap replaces
 
 
 @dataclass
@@ -371,7 +391,7 @@ class Plan:
         handle.caches = {m.what: m.kind for m in stand_ins}
         handle.caches.update({t.what: "table" for t in self.tables})
         for item in self.methods:
-            override = _Override(item.module, item.name, item.call)
+            override = _Override(item.module, item.name, item.call, item.original)
             undo.methods.append((item.module, item.name,
                                  vars(item.module).get(item.name, _MISSING), override))
             vars(item.module)[item.name] = override

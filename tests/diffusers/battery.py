@@ -1,0 +1,209 @@
+"""One diffusers model class through sinpe.torch.patch, measured (run in a worker process).
+
+:func:`run` builds the class's tiny random-init model (:mod:`dtiny`: generic rules, no
+per-model values), runs it as diffusers has it, patches it, runs it patched (two
+denoising steps: the model's own inputs, then again at other timesteps), undoes the
+patch and runs it again, and returns plain numbers and strings for
+``test_every_model`` to judge:
+
+- the outputs: diffusers' own, the patched model's, and an exact reference's: the
+  model in float64 running its own code with every float32 value it makes computed in
+  float64 (:class:`reference.in_double.InDouble`: its positional code with exact
+  angles), nothing of sinpe in it;
+- what the patch did: the modules it stands in for and how (``caches``), the functions
+  it swapped, what it kept and why;
+- the host reads (``aten._local_scalar_dense``, ``Tensor.numpy``, ``Tensor.tolist``)
+  of the second step, patched and diffusers' own: a denoising step on the device path
+  reads nothing more than diffusers' own (``SINPE_TORCH_PATH=device`` runs the stage on
+  that path);
+- after ``undo()``: whether the outputs, the state_dict, the module tree and the
+  modeling modules' globals are diffusers' again, bit for bit and object for object.
+"""
+from __future__ import annotations
+
+import copy
+import sys
+import time
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import dtiny
+from reference.in_double import InDouble
+
+
+def _tensors(out: Any) -> list[torch.Tensor]:
+    """The tensors of a model's output, in order (BaseOutput, dict, tuple, nested)."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if hasattr(out, "to_tuple"):
+        out = out.to_tuple()
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (tuple, list)):
+        return [t for value in out for t in _tensors(value)]
+    return []
+
+
+def _first(out: Any) -> torch.Tensor:
+    tensors = _tensors(out)
+    if not tensors:
+        raise TypeError("no tensor in the model's output")
+    return next((t for t in tensors if t.is_floating_point()), tensors[0])
+
+
+def _later(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The inputs of a later denoising step: the timesteps moved, the rest as they are."""
+    feed = dict(inputs)
+    for key, value in inputs.items():
+        if "timestep" in key and isinstance(value, torch.Tensor) and value.is_floating_point():
+            feed[key] = value * 0.5 + 3.25
+    return feed
+
+
+def _outputs(model: torch.nn.Module, inputs: dict[str, Any], double: bool = False
+             ) -> torch.Tensor:
+    feed = dict(inputs)
+    if double:
+        feed = {k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+                for k, v in feed.items()}
+    with torch.no_grad():
+        if double:
+            with InDouble():
+                return _first(model(**feed)).detach().clone()
+        return _first(model(**feed)).detach().clone()
+
+
+class _Reads(TorchDispatchMode):
+    """Host reads of tensor values: ``aten._local_scalar_dense`` (``.item()``, ``bool``),
+    and ``Tensor.numpy``/``Tensor.tolist`` (no dispatch of their own), counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __enter__(self) -> "_Reads":
+        self._saved = (torch.Tensor.numpy, torch.Tensor.tolist)
+        for name, original in zip(("numpy", "tolist"), self._saved):
+            def counted(tensor: Any, *a: Any, _original: Any = original, **k: Any) -> Any:
+                self.count += 1
+                return _original(tensor, *a, **k)
+            setattr(torch.Tensor, name, counted)
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        torch.Tensor.numpy, torch.Tensor.tolist = self._saved  # type: ignore[method-assign]
+        return super().__exit__(*exc)
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+                           ) -> Any:
+        if func is torch.ops.aten._local_scalar_dense.default:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _reads(model: torch.nn.Module, inputs: dict[str, Any]) -> Any:
+    """The host reads of a forward; None where a dispatch mode cannot watch it (flex
+    attention's higher-order operator refuses one)."""
+    try:
+        with torch.no_grad(), _Reads() as reads:
+            model(**inputs)
+    except Exception:  # noqa: BLE001 - not watchable: the model's own error, outside
+        return None
+    return reads.count
+
+
+def _gap(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.double() - b.double()).abs().max())
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    if not t.is_floating_point():
+        return t
+    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(_bits(a), _bits(b))
+
+
+def _modeling_globals(model: torch.nn.Module) -> dict[str, Any]:
+    modules = {sys.modules[type(m).__module__] for m in model.modules()
+               if type(m).__module__.startswith("diffusers.")}
+    return {f"{m.__name__}.{k}": v for m in modules for k, v in vars(m).items() if callable(v)}
+
+
+def run(name: str) -> dict[str, Any]:
+    """What ``test_every_model`` judges about one class (plain data); an exception
+    anywhere past the model's build is the result ``"crash"`` with its traceback."""
+    try:
+        return _run(name)
+    except Exception:  # noqa: BLE001 - the test of this class reports it
+        import traceback
+
+        return {"status": "crash", "why": traceback.format_exc()[-3000:]}
+
+
+def _run(name: str) -> dict[str, Any]:
+    torch.set_num_threads(1)
+    start = time.time()
+    import sinpe.torch as st
+
+    try:
+        model, info = dtiny.build(name, compare=False)
+    except Exception as exc:  # noqa: BLE001 - diffusers itself cannot build it here
+        return {"status": "cannot build", "why": str(exc).splitlines()[0][:300]}
+    if not info.get("forward_ok"):
+        return {"status": "no forward", "why": str(info.get("error", ""))[:300]}
+    inputs = info["inputs"]
+    with torch.no_grad():
+        if not _tensors(model(**inputs)):
+            return {"status": "no forward", "why": "its forward returns no tensor"}
+    later = _later(inputs)
+    result: dict[str, Any] = {"kinds": sorted(info.get("kinds", [])), "class": name}
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    modules = [(n, id(m)) for n, m in model.named_modules()]
+    globals_before = _modeling_globals(model)
+    own = _outputs(model, inputs)
+    own_later = _outputs(model, later)
+    own_reads = _reads(model, later)
+    try:
+        handle = st.patch(model)
+    except ValueError as exc:
+        result.update(status="refused", why=str(exc))
+        return result
+    try:
+        patched = _outputs(model, inputs)
+        patched_later = _outputs(model, later)
+        patched_reads = _reads(model, _later(later))  # a third step: everything kept
+    finally:
+        handle.undo()
+    result.update(status="served", rotary=list(handle.rotary), functions=list(handle.functions),
+                  forms=dict(handle.forms), caches=dict(handle.caches), kept=dict(handle.kept),
+                  first_call=list(handle.checked_at_first_call),
+                  reads={"diffusers": own_reads, "patched": patched_reads})
+    result["undo"] = {
+        "outputs": _same(_outputs(model, inputs), own),
+        "state_dict": all(_same(v, model.state_dict()[k]) for k, v in state.items()),
+        "modules": modules == [(n, id(m)) for n, m in model.named_modules()],
+        "overrides": not any("forward" in vars(m) for m in model.modules()),
+        "globals": _modeling_globals(model) == globals_before,
+    }
+    if not own.is_floating_point():
+        result["output"] = f"{own.dtype} (codes: no float32 noise to hold it to)"
+    else:
+        result["finite"] = bool(torch.isfinite(patched).all() and torch.isfinite(patched_later).all())
+        eps = torch.finfo(own.dtype).eps
+        try:
+            exact = copy.deepcopy(model).double()
+            for step, (theirs, ours, feed) in enumerate(((own, patched, inputs),
+                                                         (own_later, patched_later, later))):
+                ref = _outputs(exact, feed, double=True)
+                result.setdefault("floor", []).append(2 * eps * float(ref.abs().max()))
+                result.setdefault("diffusers_error", []).append(_gap(theirs, ref))
+                result.setdefault("patched_error", []).append(_gap(ours, ref))
+        except Exception as exc:  # noqa: BLE001 - a model that cannot run in float64
+            result["reference"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    result["seconds"] = round(time.time() - start, 2)
+    return result

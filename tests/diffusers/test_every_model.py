@@ -1,0 +1,95 @@
+"""Every diffusers model class with positional code, through sinpe.torch.patch.
+
+A stage of its own, with tests/families (``pytest tests/diffusers``; the README's test
+command leaves this folder out).  For each model class of the installed diffusers whose
+code has positional code, a tiny random-init model (:mod:`dtiny`: generic rules, no
+per-model values) is built, patched, run for two denoising steps and undone in a worker
+process (:func:`battery.run`), and:
+
+- it is served, or refused with a reason that names what sinpe did not find; a class
+  whose tiny model does not run a forward here is skipped with its error;
+- a served model is no further from the exact reference (the model in float64 with its
+  positional code's angles exact, nothing of sinpe in it) than twice diffusers' own
+  float32 outputs are, plus two ulps of the largest output, at both steps: none is
+  silently wrong;
+- on the device path (``SINPE_TORCH_PATH=device``, which CI runs this stage on too) a
+  denoising step reads no more tensor values on the host than diffusers' own;
+- ``undo()`` gives back diffusers' outputs bit for bit, the state_dict, the module
+  objects, no override left, the modeling modules' globals;
+- at least 90% of the classes whose tiny model runs are served;
+- the documentation's table (``docs/diffusers-models.md``) is what this run found.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pytest
+from conftest import require, require_torch
+
+require_torch()
+require("diffusers")
+import dtiny  # noqa: E402
+from table import TABLE, render  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+CLASSES = dtiny.positional_classes()
+DEVICE_PATH = os.environ.get("SINPE_TORCH_PATH") == "device"
+
+
+def _worker_path() -> None:
+    sys.path[:0] = [str(HERE), str(HERE.parent)]
+
+
+@pytest.fixture(scope="session")
+def results() -> dict:
+    """Every class's result, two worker processes (each class in a fresh model)."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=2, mp_context=context,
+                             initializer=_worker_path) as pool:
+        import battery
+
+        futures = {name: pool.submit(battery.run, name) for name in CLASSES}
+        return {name: future.result() for name, future in futures.items()}
+
+
+@pytest.mark.parametrize("name", CLASSES)
+def test_model(name, results):
+    result = results[name]
+    if result["status"] in ("cannot build", "no forward"):
+        pytest.skip(f"the tiny {name} does not run here: {result['why']}")
+    if result["status"] == "refused":
+        assert "has no positional code that sinpe stands in for" in result["why"], result
+        assert result["why"].endswith("the model was not changed")
+        return
+    assert result["status"] != "crash", result["why"]
+    assert result["status"] == "served", result
+    assert result["rotary"] or result["functions"], result
+    assert all(result["undo"].values()), result["undo"]
+    if DEVICE_PATH and None not in result["reads"].values():
+        reads = result["reads"]
+        assert reads["patched"] <= reads["diffusers"], reads
+    if "patched_error" not in result:  # integer outputs, or no float64 run
+        assert "output" in result or "reference" in result, result
+        return
+    assert result["finite"]
+    for ours, theirs, floor in zip(result["patched_error"], result["diffusers_error"],
+                                   result["floor"]):
+        assert ours <= 2 * theirs + floor, result
+
+
+def test_most_models_are_served(results):
+    ran = [r for r in results.values() if r["status"] not in ("cannot build", "no forward")]
+    served = [r for r in ran if r["status"] == "served"]
+    assert len(served) >= 0.9 * len(ran), (len(served), len(ran))
+
+
+@pytest.mark.skipif(DEVICE_PATH, reason="the page is the kernel path's run (the same models)")
+def test_the_documentations_table_is_this_runs(results):
+    """``python tests/diffusers/table.py`` writes it (the same run as this stage)."""
+    assert TABLE.read_text() == render(results), (
+        "docs/diffusers-models.md is not what this run found: regenerate it with "
+        "`python tests/diffusers/table.py`")
