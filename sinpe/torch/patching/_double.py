@@ -51,7 +51,7 @@ def _wider(dtype: Any) -> Any:
     return dtype
 
 
-class _InDouble(TorchFunctionMode):
+class InDouble(TorchFunctionMode):
     """float32 made float64 (complex64 complex128) wherever a value is made or cast."""
 
     def __init__(self, record: bool = True) -> None:
@@ -110,7 +110,7 @@ def run_in_double(module: nn.Module, forward: Callable[..., Any], args: tuple[An
     """``forward(*args, **kwargs)`` in double precision, its outputs rounded once, and
     the largest angle it took the cosine or sine of (0.0 unless ``record``)."""
     dtypes = {name: b.dtype for name, b in module.named_buffers()}
-    mode = _InDouble(record)
+    mode = InDouble(record)
     try:
         with torch.no_grad(), mode:
             result = forward(*args, **kwargs)

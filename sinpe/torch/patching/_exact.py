@@ -39,7 +39,7 @@ from torch.utils import _pytree
 
 from sinpe.torch._tensors import _device_path, _round_once
 from sinpe.torch.patching import _columns
-from sinpe.torch.patching._double import caches_differ
+from sinpe.torch.patching._double import InDouble, caches_differ
 from sinpe.torch.patching._taint import FromInputsInDouble
 
 KEPT = 8  # call keys kept per stand-in
@@ -213,7 +213,9 @@ class ExactCall:
         cpu_args, cpu_kwargs = _pytree.tree_map(place, (args, kwargs))
         inputs = [t for t in _pytree.tree_leaves((cpu_args, cpu_kwargs))
                   if isinstance(t, torch.Tensor)]
-        mode = FromInputsInDouble(inputs)
+        # positions that come in as tensors: the code's own frequencies, the angles in
+        # double; positions the code makes itself from numbers (a grid): all of it in double
+        mode: Any = FromInputsInDouble(inputs) if inputs else InDouble()
         with _cpu_branches(), torch.no_grad(), mode:
             out = self.cpu_call(*cpu_args, **cpu_kwargs)
         leaves, spec = _pytree.tree_flatten(out)

@@ -1,0 +1,166 @@
+"""sinpe.torch.patch on diffusers models and pipelines: what holds beyond every model's run.
+
+tests/diffusers runs every model class of diffusers through patch (a stage of its own);
+this module holds, on a few tiny models, what that stage does not: a pipeline that
+computes its model's RoPE itself (CogVideoX), patched under one handle, its swapped
+function acting only inside the pipeline's own calls; the same bits on the kernel path
+and the device path (whichever device), and whichever branch diffusers' code takes on a
+Mac; a patched model cast to bfloat16 keeping exact float32 tables; the timestep
+embedding alone; refusals that change nothing.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import bits, require, require_torch
+
+torch = require_torch()
+diffusers = require("diffusers")
+sys.path.insert(0, str(Path(__file__).resolve().parent / "diffusers"))
+import dtiny  # noqa: E402
+import sinpe.torch as st  # noqa: E402
+from reference.in_double import InDouble  # noqa: E402
+from sinpe.torch import _tensors  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def same(a, b) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(bits(torch, a),
+                                                                      bits(torch, b))
+
+
+@pytest.fixture(scope="module")
+def cogvideox():
+    model, _ = dtiny.build("CogVideoXTransformer3DModel", compare=False)
+    from diffusers import CogVideoXDDIMScheduler, CogVideoXPipeline
+
+    return CogVideoXPipeline(tokenizer=None, text_encoder=None, vae=None, transformer=model,
+                             scheduler=CogVideoXDDIMScheduler())
+
+
+def test_a_pipelines_own_rope_is_exact_under_one_handle(cogvideox):
+    from diffusers.pipelines.cogvideo import pipeline_cogvideox
+
+    function = pipeline_cogvideox.get_3d_rotary_pos_embed
+    args = (96, 128, 13, torch.device("cpu"))
+    own = cogvideox._prepare_rotary_positional_embeddings(*args)
+    with st.patch(cogvideox) as handle:
+        assert "diffusers.pipelines.cogvideo.pipeline_cogvideox.get_3d_rotary_pos_embed" in (
+            handle.functions)
+        got = cogvideox._prepare_rotary_positional_embeddings(*args)
+        again = cogvideox._prepare_rotary_positional_embeddings(*args)
+        # outside the pipeline's own calls the function is diffusers' own
+        config = cogvideox.transformer.config
+        outside = pipeline_cogvideox.get_3d_rotary_pos_embed(
+            embed_dim=config.attention_head_dim, crops_coords=((0, 0), (6, 8)),
+            grid_size=(6, 8), temporal_size=13)
+    with InDouble():  # the function's own code with every float32 value in float64
+        exact = [t.double() for t in cogvideox._prepare_rotary_positional_embeddings(*args)]
+    for g, o, e in zip(got, own, exact):
+        assert g.dtype == o.dtype == torch.float32 and g.shape == o.shape
+        error = float((g.double() - e).abs().max())
+        assert error <= 2.0**-25  # half an ulp of values up to 1 (the float32 rounding)
+        assert float((o.double() - e).abs().max()) > 4 * error  # diffusers' float32 angles
+    assert all(same(a, b) for a, b in zip(again, got))
+    assert all(same(a, b) for a, b in zip(outside, function(
+        embed_dim=config.attention_head_dim, crops_coords=((0, 0), (6, 8)), grid_size=(6, 8),
+        temporal_size=13)))
+    assert pipeline_cogvideox.get_3d_rotary_pos_embed is function  # undone
+    assert "_prepare_rotary_positional_embeddings" not in vars(cogvideox)
+    assert all(same(a, b) for a, b in zip(cogvideox._prepare_rotary_positional_embeddings(*args),
+                                          own))
+
+
+def positional_outputs(model, info):
+    """The positional modules' outputs of a forward (by name), recorded by hooks."""
+    seen = {}
+    from sinpe.torch.diffusers._adapter import positional_modules
+
+    hooks = [module.register_forward_hook(
+        lambda m, a, out, name=name: seen.setdefault(name, out))
+        for name, module in positional_modules(model)]
+    with torch.no_grad():
+        model(**info["inputs"])
+    for hook in hooks:
+        hook.remove()
+    return seen
+
+
+@pytest.mark.parametrize("name", ["FluxTransformer2DModel", "WanTransformer3DModel",
+                                  "UNet2DConditionModel"])
+def test_the_same_bits_on_the_kernel_path_and_the_device_path(name, monkeypatch):
+    model, info = dtiny.build(name, compare=False)
+    with st.patch(model):
+        on_cpu = positional_outputs(model, info)
+        monkeypatch.setattr(_tensors, "DEVICE_PATH_FORCED", True)
+        on_device = positional_outputs(model, info)
+    assert on_cpu and on_cpu.keys() == on_device.keys()
+    for key in on_cpu:
+        leaves = torch.utils._pytree.tree_leaves
+        assert all(same(a, b) for a, b in zip(leaves(on_cpu[key]), leaves(on_device[key]))), key
+
+
+def test_the_mps_branch_gives_the_same_bits(monkeypatch):
+    """Wan builds its tables in float32 wherever MPS exists (even for CPU tensors):
+    diffusers' own tables differ there, sinpe's are the same bits."""
+    model, info = dtiny.build("WanTransformer3DModel", compare=False)
+    with st.patch(model):
+        want = positional_outputs(model, info)["rope"]
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    mac, _ = dtiny.build("WanTransformer3DModel", compare=False)
+    theirs = positional_outputs(mac, info)["rope"]
+    with st.patch(mac):
+        got = positional_outputs(mac, info)["rope"]
+    assert all(same(a, b) for a, b in zip(got, want))
+    assert not all(same(a, b) for a, b in zip(theirs, want))  # the float32 branch's
+
+
+def test_a_patched_model_cast_to_bfloat16_keeps_exact_float32_tables():
+    model, info = dtiny.build("WanTransformer3DModel", compare=False)
+    with st.patch(model):
+        before = positional_outputs(model, info)["rope"]
+        model.to(torch.bfloat16)
+        feed = {k: (v.bfloat16() if isinstance(v, torch.Tensor) and v.is_floating_point()
+                    else v) for k, v in info["inputs"].items()}
+        after = positional_outputs(model, {"inputs": feed})["rope"]
+    assert all(t.dtype == torch.float32 for t in after)
+    assert all(same(a, b) for a, b in zip(after, before))
+    own = positional_outputs(model, {"inputs": feed})["rope"]  # undone: diffusers' bf16 tables
+    assert all(t.dtype == torch.bfloat16 for t in own)
+
+
+def test_a_timestep_embedding_alone_is_exact():
+    from diffusers.models.embeddings import Timesteps
+
+    module = Timesteps(320, flip_sin_to_cos=True, downscale_freq_shift=0)
+    t = torch.tensor([0.5, 17.25, 999.0, 640.125])
+    own = module(t)
+    with st.patch(module) as handle:
+        assert handle.rotary == [""] and handle.caches == {"": "exact, kept"}
+        got = module(t)
+    half = 160
+    freq = torch.exp(-torch.log(torch.tensor(10000.0)) * torch.arange(half, dtype=torch.float32)
+                     / half).double()  # diffusers' float32 frequencies
+    angle = t.double()[:, None] * freq
+    exact = torch.cat([angle.cos(), angle.sin()], -1)  # flip_sin_to_cos: cos first
+    assert float((got.double() - exact).abs().max()) <= 2.0**-25 + 2.0**-30
+    assert float((own.double() - exact).abs().max()) > 1e-5  # float32 angles near t = 1000
+
+
+def test_refusals_change_nothing():
+    from diffusers import AutoencoderKL
+
+    vae = AutoencoderKL(block_out_channels=(8,), norm_num_groups=4, latent_channels=2)
+    with pytest.raises(ValueError, match="has no positional code that sinpe stands in for"):
+        st.patch(vae)
+    model, _ = dtiny.build("DiTTransformer2DModel", compare=False)
+    with pytest.raises(ValueError, match='frequencies="model"'):
+        st.patch(model, frequencies="exact")
+    assert not any("forward" in vars(m) for m in model.modules())
+    with st.patch(model):
+        with pytest.raises(ValueError, match="already patched"):
+            st.patch(model)
+    assert not any("forward" in vars(m) for m in model.modules())
