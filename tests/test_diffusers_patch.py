@@ -21,7 +21,6 @@ diffusers = require("diffusers")
 sys.path.insert(0, str(Path(__file__).resolve().parent / "diffusers"))
 import dtiny  # noqa: E402
 import sinpe.torch as st  # noqa: E402
-from reference.in_double import InDouble  # noqa: E402
 from sinpe.torch import _tensors  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -57,8 +56,7 @@ def test_a_pipelines_own_rope_is_exact_under_one_handle(cogvideox):
         outside = pipeline_cogvideox.get_3d_rotary_pos_embed(
             embed_dim=config.attention_head_dim, crops_coords=((0, 0), (6, 8)),
             grid_size=(6, 8), temporal_size=13)
-    with InDouble():  # the function's own code with every float32 value in float64
-        exact = [t.double() for t in cogvideox._prepare_rotary_positional_embeddings(*args)]
+    exact = cogvideox_rope(cogvideox.transformer.config, *args[:3])
     for g, o, e in zip(got, own, exact):
         assert g.dtype == o.dtype == torch.float32 and g.shape == o.shape
         error = float((g.double() - e).abs().max())
@@ -72,6 +70,35 @@ def test_a_pipelines_own_rope_is_exact_under_one_handle(cogvideox):
     assert "_prepare_rotary_positional_embeddings" not in vars(cogvideox)
     assert all(same(a, b) for a, b in zip(cogvideox._prepare_rotary_positional_embeddings(*args),
                                           own))
+
+
+def cogvideox_rope(config, height, width, frames):
+    """CogVideoX 1.0's grid RoPE (diffusers' get_3d_rotary_pos_embed, grid_type
+    "linspace"): its float32 grid coordinates and float32 frequencies as diffusers makes
+    them, each angle their product in double, cos and sin in double."""
+    grid = (height // (8 * config.patch_size), width // (8 * config.patch_size))
+    base = (config.sample_height // config.patch_size, config.sample_width // config.patch_size)
+    from diffusers.pipelines.cogvideo.pipeline_cogvideox import get_resize_crop_region_for_grid
+
+    (top, left), (bottom, right) = get_resize_crop_region_for_grid(grid, base[1], base[0])
+    axes = [torch.linspace(0, frames * (frames - 1) / frames, frames, dtype=torch.float32),
+            torch.linspace(top, bottom * (grid[0] - 1) / grid[0], grid[0], dtype=torch.float32),
+            torch.linspace(left, right * (grid[1] - 1) / grid[1], grid[1], dtype=torch.float32)]
+    dim = config.attention_head_dim
+    widths = (dim // 4, dim // 8 * 3, dim // 8 * 3)
+    tables = []
+    for positions, width in zip(axes, widths):
+        freq = 1.0 / (10000 ** (torch.arange(0, width, 2, dtype=torch.float32) / width))
+        angle = torch.outer(positions.double(), freq.double())
+        tables.append((angle.cos().repeat_interleave(2, 1), angle.sin().repeat_interleave(2, 1)))
+    out = []
+    for part in (0, 1):
+        t, h, w = (tables[a][part] for a in range(3))
+        t = t[:, None, None].expand(-1, grid[0], grid[1], -1)
+        h = h[None, :, None].expand(frames, -1, grid[1], -1)
+        w = w[None, None].expand(frames, grid[0], -1, -1)
+        out.append(torch.cat([t, h, w], -1).reshape(frames * grid[0] * grid[1], -1))
+    return out
 
 
 def positional_outputs(model, info):

@@ -5,9 +5,10 @@ SkyReels-V2's cos and sin of every position up to ``max_seq_len``), and their fo
 slices them.  ``model.to(torch.bfloat16)`` casts those buffers (2e-3 off), and on a Mac
 their constructor took the float32 branch.  :func:`rebuilt` makes the module again on
 the CPU from its constructor's arguments (read back from the attributes of the same
-name, as diffusers' modules keep them), on the float64 branch and with every float32
-value its constructor makes in float64 (its tables' formula exact, rounded once when
-the stand-in returns them), and gives it the model's parameters and persistent buffers; it is held against the model's module
+name, as diffusers' modules keep them), on the float64 branch and with its angles formed
+in double (:class:`sinpe.torch.patching._taint.ExactAngles`: its tables exact, rounded
+once when the stand-in returns them), and gives it the model's parameters and
+persistent buffers; it is held against the model's module
 (the same buffers' shapes, and their values where they were not cast).  A module
 without floating buffers is copied as it is.
 """
@@ -19,8 +20,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from sinpe.torch.patching._double import InDouble
 from sinpe.torch.patching._exact import _cpu_branches
+from sinpe.torch.patching._taint import ExactAngles
 
 _EXACT_TABLES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
 
@@ -67,5 +68,5 @@ def _constructed(module: nn.Module) -> nn.Module:
             arguments[parameter.name] = getattr(module, parameter.name)
         elif parameter.default is inspect.Parameter.empty:
             raise TypeError(f"no attribute for the argument {parameter.name!r}")
-    with _cpu_branches(), torch.device("cpu"), InDouble(record=False):
+    with _cpu_branches(), torch.device("cpu"), ExactAngles():
         return cls(**arguments)

@@ -8,8 +8,9 @@ step.  Most such modules compute, for each output column, ``cos`` or ``sin`` of 
 position (one axis of the ids) times a frequency, or a constant (a zero pad), in some
 order (sines then cosines, flipped, interleaved, halves, complex ``freqs_cis``, 2x2
 matrices with a negated sine).  :func:`learn` finds that structure by running the
-module's own code with its inputs' values in double
-(:class:`~sinpe.torch.patching._taint.FromInputsInDouble`) on probe positions:
+module's own code with its angles in double
+(:class:`~sinpe.torch.patching._taint.ExactAngles`, the probe positions tainted) on
+probe positions:
 
 - all ones: the angle of each trigonometric call's column is its frequency, exactly;
   all zeros: no angle may remain (no offset);
@@ -32,14 +33,14 @@ import torch
 from torch.utils import _pytree
 
 from sinpe.torch._angles import AngleTables
-from sinpe.torch.patching._taint import FromInputsInDouble
+from sinpe.torch.patching._taint import ExactAngles
 
 # the axes of an (N, axes) positions argument at most (Flux's ids have 3 or 4)
 MAX_AXES = 8
 _COS, _SIN, _ZERO, _ONE = 0, 1, 2, 3
 
 
-class _Recording(FromInputsInDouble):
+class _Recording(ExactAngles):
     """The mode that also keeps each trigonometric call's angles and results (cos and
     sin of a real angle; ``polar`` and ``exp`` of an imaginary one as their two parts)."""
 

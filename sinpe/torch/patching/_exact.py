@@ -3,9 +3,9 @@
 Modules that compute positional values come in many forms (interleaved or halved cos
 and sin, 2x2 rotation matrices, complex ``freqs_cis``, timestep embeddings, tables
 sliced by a grid) and signatures.  :class:`ExactCall` stands in for any of them without
-knowing the form: it runs the module's own code on the CPU with the values made from
-its inputs in double (:class:`sinpe.torch.patching._taint.FromInputsInDouble`: the
-model's own frequencies, the angles and their cos and sin in double), on the branch
+knowing the form: it runs the module's own code on the CPU with its angles formed in
+double (:class:`sinpe.torch.patching._taint.ExactAngles`: the model's own frequencies
+and positions, their products exact, cos and sin in double), on the branch
 the code takes on the CPU (the float64 one where the code would drop to float32 on
 MPS: ``torch.backends.mps.is_available()`` reads False there), rounds each output once
 (to the dtype the module returns, float32 where it returns a 16-bit float: a model
@@ -39,8 +39,8 @@ from torch.utils import _pytree
 
 from sinpe.torch._tensors import _device_path, _round_once
 from sinpe.torch.patching import _columns
-from sinpe.torch.patching._double import InDouble, caches_differ
-from sinpe.torch.patching._taint import FromInputsInDouble
+from sinpe.torch.patching._double import caches_differ
+from sinpe.torch.patching._taint import ExactAngles
 
 KEPT = 8  # call keys kept per stand-in
 _EXACT = (torch.float32, torch.float64, torch.complex64, torch.complex128)
@@ -211,11 +211,7 @@ class ExactCall:
         # the CPU: nothing is read or copied from the device)
         place = _on_cpu if self.by_value or not self.checked else _zeros_on_cpu
         cpu_args, cpu_kwargs = _pytree.tree_map(place, (args, kwargs))
-        inputs = [t for t in _pytree.tree_leaves((cpu_args, cpu_kwargs))
-                  if isinstance(t, torch.Tensor)]
-        # positions that come in as tensors: the code's own frequencies, the angles in
-        # double; positions the code makes itself from numbers (a grid): all of it in double
-        mode: Any = FromInputsInDouble(inputs) if inputs else InDouble()
+        mode = ExactAngles()
         with _cpu_branches(), torch.no_grad(), mode:
             out = self.cpu_call(*cpu_args, **cpu_kwargs)
         leaves, spec = _pytree.tree_flatten(out)

@@ -1,23 +1,28 @@
-"""A module's own code with the values made from its inputs in double precision.
+"""A module's own code with its angles formed in double: the model's frequencies and
+positions as its code makes them, their products exact, cos and sin in double.
 
-A positional module (a timestep embedding, a rotary module of grid positions) forms
-angles from two things: positions that come from its inputs (timesteps, ids, grid
-indices) and frequencies that it computes itself from constants (in float32 for
-most, float64 for some, or its buffers and parameters).  sinpe's promise for such a
-module is the model's own frequencies with the angles exact: :class:`FromInputsInDouble`
-runs the module's code with every value computed from an input (``tainted``) made in
-float64 (complex128), and every other value as the code makes it.  So a float32
-frequency stays the model's float32 frequency; its product with a position is exact
-(24 + 24 bits fit in a double's 53) or rounded once in double; cos and sin are taken
-in double; the caller rounds the outputs once.
+A positional module (a timestep embedding, a rotary module, a sin-cos table made at
+construction or from a grid's size) forms each angle as the product of factors it
+computes itself: positions (timesteps, ids, grid indices, ``linspace`` coordinates) and
+frequencies (``1 / theta ** (2k / d)`` in float32 for most, float64 for some, buffers,
+parameters), perhaps times a scale.  sinpe's promise for such code is the model's own
+frequencies (float32 values where it computes them in float32, float64 where in
+float64) with the angles exact.  :class:`ExactAngles` runs the code as it is, and at
+each trigonometric call (``cos``, ``sin``, ``polar``, ``exp`` of an imaginary value)
+forms its angle again in double from its factors: the arithmetic that made the angle
+tensor (products, quotients, sums, negations) is recorded as it runs, and the call's
+angle is recomputed in double down to the operands that have fewer elements than the
+angle (the broadcast factors: a frequency vector, a column of positions), whose values
+are the code's own.  Two float32 factors' product is exact in double (24 + 24 bits fit
+in 53); anything further is rounded once in double.
 
-Which values change: any tensor that an operation makes from a tainted operand is
-tainted, and float32, float16 and bfloat16 operands of such an operation (tainted or
-not) are widened to float64 first, complex64 to complex128; ``.float()``, ``.half()``,
-``.to(dtype)``, ``.type(dtype)`` and ``.type_as(y)`` of a tainted value keep it in
-double; a ``dtype=`` of such an operation is widened alike.  Nothing else changes.  The
-largest angle given to ``cos``/``sin``/``polar`` (or ``exp`` of an imaginary value) is
-recorded: it bounds how far the code's own float32 result may be from the double one.
+From a trigonometric result on, values are ``tainted``: an operation with a tainted
+operand runs in double (float32, float16 and bfloat16 operands widened, complex64 to
+complex128; ``.float()``, ``.half()``, ``.to(dtype)``, ``.type(dtype)``,
+``.type_as(y)`` keep a tainted value in double), so the caller rounds each output
+once.  Tensors given as ``inputs`` start tainted (their values stay whatever they
+are: positions are exact as given).  The largest angle is recorded: it bounds how far
+the code's own float32 result may be from the double one.
 """
 
 from typing import Any, Callable, Iterable
@@ -31,9 +36,15 @@ _WIDER = {torch.float32: torch.float64, torch.float16: torch.float64,
           torch.complex32: torch.complex128}
 _NARROWING = {torch.Tensor.float, torch.Tensor.half, torch.Tensor.bfloat16}
 _CASTS = {torch.Tensor.to, torch.Tensor.type}
-_ANGLES = {torch.cos, torch.sin, torch.Tensor.cos, torch.Tensor.sin}
-_POLAR = {torch.polar}
-_EXP = {torch.exp, torch.Tensor.exp}
+# the arithmetic an angle is made by, recomputed in double at a trigonometric call
+_ARITHMETIC = {torch.mul, torch.Tensor.mul, torch.Tensor.__mul__, torch.Tensor.__rmul__,
+               torch.div, torch.Tensor.div, torch.true_divide, torch.Tensor.__truediv__,
+               torch.Tensor.__rtruediv__, torch.outer, torch.Tensor.outer, torch.einsum,
+               torch.add, torch.Tensor.add, torch.Tensor.__add__, torch.Tensor.__radd__,
+               torch.sub, torch.Tensor.sub, torch.Tensor.__sub__, torch.Tensor.__rsub__,
+               torch.neg, torch.Tensor.neg, torch.Tensor.__neg__, torch.matmul,
+               torch.Tensor.__matmul__}
+_REAL_ANGLES = {torch.cos, torch.sin, torch.Tensor.cos, torch.Tensor.sin}
 
 
 def _wide(value: Any) -> Any:
@@ -44,55 +55,94 @@ def _wide(value: Any) -> Any:
     return value
 
 
-class FromInputsInDouble(TorchFunctionMode):
-    """Values made from ``inputs`` (and from values made from them) in double; see the
-    module docstring.  ``angle``: the largest angle given to a trigonometric function."""
+class ExactAngles(TorchFunctionMode):
+    """The code's angles formed in double (module docstring); ``angle``: the largest
+    angle given to a trigonometric call."""
 
-    def __init__(self, inputs: Iterable[torch.Tensor]) -> None:
+    def __init__(self, inputs: Iterable[torch.Tensor] = ()) -> None:
         super().__init__()
-        self._kept: list[torch.Tensor] = []  # (ids stay unique while the mode runs)
-        self._ids: set[int] = set()
+        self._kept: list[Any] = []  # (ids stay unique while the mode runs)
+        self._tainted: set[int] = set()
+        self._made: dict[int, tuple[Callable[..., Any], Any, Any]] = {}
         for tensor in inputs:
             self._taint(tensor)
         self.angle = 0.0
 
     def _taint(self, tensor: torch.Tensor) -> None:
         self._kept.append(tensor)
-        self._ids.add(id(tensor))
+        self._tainted.add(id(tensor))
 
     def tainted(self, value: Any) -> bool:
-        return isinstance(value, torch.Tensor) and id(value) in self._ids
+        return isinstance(value, torch.Tensor) and id(value) in self._tainted
 
     def __torch_function__(self, func: Callable[..., Any], types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        leaves = _pytree.tree_leaves((args, kwargs))
-        if not any(self.tainted(leaf) for leaf in leaves):
-            return func(*args, **kwargs)
-        if func in _NARROWING:
-            out = _wide(args[0]) if args[0].is_floating_point() else func(*args, **kwargs)
-        elif func is torch.Tensor.type_as:
-            out = args[0].to(_wide(args[1].dtype))
+        angle = self._angle(func, args)
+        if angle is not None:
+            out = self._trigonometry(func, args, kwargs, angle)
+        elif any(self.tainted(leaf) for leaf in _pytree.tree_leaves((args, kwargs))):
+            out = self._in_double(func, args, kwargs)
         else:
-            if func in _CASTS:
-                args = tuple(_wide(a) if isinstance(a, torch.dtype) else a for a in args)
-            args, kwargs = _pytree.tree_map(_wide, (args, kwargs))
-            self._record(func, args)
             out = func(*args, **kwargs)
+            if func in _ARITHMETIC and isinstance(out, torch.Tensor):
+                self._kept.append(out)
+                self._made[id(out)] = (func, args, kwargs)
+            return out
         for leaf in _pytree.tree_leaves(out):
             if isinstance(leaf, torch.Tensor):
                 self._taint(leaf)
         return out
 
-    def _record(self, func: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        """The largest angle of a trigonometric call (a value read: the caller's check
-        needs it, on the CPU)."""
-        angles = None
-        if func in _ANGLES:
-            angles = args[0]
-        elif func in _POLAR:
-            angles = args[1]
-        elif func in _EXP and isinstance(args[0], torch.Tensor) and args[0].is_complex():
-            angles = args[0].imag
-        if isinstance(angles, torch.Tensor) and angles.numel() and not angles.is_complex():
-            self.angle = max(self.angle, float(angles.detach().abs().max()))
+    # -- trigonometric calls: the angle again in double
+
+    @staticmethod
+    def _angle(func: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        """The angle argument of a trigonometric call, else None."""
+        if func in _REAL_ANGLES and isinstance(args[0], torch.Tensor):
+            return args[0]
+        if func is torch.polar and isinstance(args[1], torch.Tensor):
+            return args[1]
+        if (func in (torch.exp, torch.Tensor.exp) and isinstance(args[0], torch.Tensor)
+                and args[0].is_complex()):
+            return args[0]
+        return None
+
+    def _trigonometry(self, func: Callable[..., Any], args: tuple[Any, ...],
+                      kwargs: dict[str, Any], angle: torch.Tensor) -> Any:
+        exact = self._again(angle, angle.shape)
+        args = list(args)
+        if func is torch.polar:
+            args = [_wide(args[0]), exact]
+        else:
+            args[0] = exact
+        real = exact.imag if exact.is_complex() else exact
+        if real.numel():
+            self.angle = max(self.angle, float(real.detach().abs().max()))
+        return func(*args, **{k: _wide(v) for k, v in kwargs.items()})
+
+    def _again(self, value: Any, shape: torch.Size) -> Any:
+        """``value`` in double: made again by its recorded arithmetic where it has the
+        angle's shape (and is not yet double), its own values where not."""
+        if not isinstance(value, torch.Tensor):
+            return value
+        made = self._made.get(id(value))
+        if made is None or value.shape != shape or self.tainted(value):
+            return _wide(value)
+        func, args, kwargs = made
+        again = [self._again(a, shape) if isinstance(a, torch.Tensor) else a for a in args]
+        widened = [_wide(a) if isinstance(a, torch.Tensor) else a for a in again]
+        return func(*widened, **kwargs)
+
+    # -- everything after: in double
+
+    def _in_double(self, func: Callable[..., Any], args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> Any:
+        if func in _NARROWING:
+            return _wide(args[0]) if args[0].is_floating_point() else func(*args, **kwargs)
+        if func is torch.Tensor.type_as:
+            return args[0].to(_wide(args[1].dtype))
+        if func in _CASTS:
+            args = tuple(_wide(a) if isinstance(a, torch.dtype) else a for a in args)
+        args, kwargs = _pytree.tree_map(_wide, (args, kwargs))
+        return func(*args, **kwargs)
