@@ -35,7 +35,7 @@ import mpmath  # noqa: E402  (a test requirement everywhere)
 import sinpe  # noqa: E402
 import sinpe.torch as st  # noqa: E402
 from sinpe.torch import _angles, _tensors  # noqa: E402
-from test_patch import CASES, LENGTH, PROMPT, VOCAB, build, decode  # noqa: E402
+from test_patch import CASES, VOCAB, build  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 mpmath.mp.dps = 40

@@ -34,13 +34,7 @@ import numpy as np
 import torch
 
 import sinpe
-from sinpe.torch._angles import (
-    angles_of,
-    frequencies_of,
-    pair_caches,
-    pair_rows,
-    schedule_frequencies,
-)
+from sinpe.torch import _angles
 from sinpe.torch._rotation import _Rotation
 from sinpe.torch._tensors import (
     _DTYPES,
@@ -133,14 +127,14 @@ def _rope_cache_impl(positions: Tensor, width: int, n: Optional[float], freq: Op
     if _device_path(positions):
         _rope_cache_fake(positions, width, n, freq, scale, layout, dtype, sections,
                          sections_layout)
-        frequencies = (schedule_frequencies(10000.0 if n is None else n, width)
-                       if freq is None else frequencies_of(freq))
-        angles = angles_of(frequencies[: width // 2], scale)
+        frequencies = (_angles.schedule_frequencies(10000.0 if n is None else n, width)
+                       if freq is None else _angles.frequencies_of(freq))
+        angles = _angles.angles_of(frequencies[: width // 2], scale)
         ids = positions
         if sections is not None:
-            rows = pair_rows(tuple(sections), sections_layout or "contiguous")
+            rows = _angles.pair_rows(tuple(sections), sections_layout or "contiguous")
             ids = ids.index_select(0, torch.from_numpy(rows).to(ids.device)).movedim(0, -1)
-        caches = pair_caches(angles.values(ids, dtype, sections is not None), layout)
+        caches = _angles.pair_caches(angles.values(ids, dtype, sections is not None), layout)
         return caches[0].clone(), caches[1].clone()  # (an op's outputs may not alias)
     given: dict[str, Any] = {"positions": _values(positions, "positions"), "scale": scale}
     if layout == "interleaved":

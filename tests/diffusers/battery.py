@@ -22,7 +22,6 @@ patch and runs it again, and returns plain numbers and strings for
 from __future__ import annotations
 
 import copy
-import sys
 import time
 from typing import Any
 
@@ -30,27 +29,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import dtiny
+from reference.batteries import first, gap, library_globals, same, tensors
 from reference.in_double import InDouble
-
-
-def _tensors(out: Any) -> list[torch.Tensor]:
-    """The tensors of a model's output, in order (BaseOutput, dict, tuple, nested)."""
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if hasattr(out, "to_tuple"):
-        out = out.to_tuple()
-    if isinstance(out, dict):
-        out = list(out.values())
-    if isinstance(out, (tuple, list)):
-        return [t for value in out for t in _tensors(value)]
-    return []
-
-
-def _first(out: Any) -> torch.Tensor:
-    tensors = _tensors(out)
-    if not tensors:
-        raise TypeError("no tensor in the model's output")
-    return next((t for t in tensors if t.is_floating_point()), tensors[0])
 
 
 def _later(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -71,8 +51,8 @@ def _outputs(model: torch.nn.Module, inputs: dict[str, Any], double: bool = Fals
     with torch.no_grad():
         if double:
             with InDouble():
-                return _first(model(**feed)).detach().clone()
-        return _first(model(**feed)).detach().clone()
+                return first(model(**feed)).detach().clone()
+        return first(model(**feed)).detach().clone()
 
 
 class _Reads(TorchDispatchMode):
@@ -114,38 +94,8 @@ def _reads(model: torch.nn.Module, inputs: dict[str, Any]) -> Any:
     return reads.count
 
 
-def _gap(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a.double() - b.double()).abs().max())
-
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    if not t.is_floating_point():
-        return t
-    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
-
-
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(_bits(a), _bits(b))
-
-
-def _modeling_globals(model: torch.nn.Module) -> dict[str, Any]:
-    modules = {sys.modules[type(m).__module__] for m in model.modules()
-               if type(m).__module__.startswith("diffusers.")}
-    return {f"{m.__name__}.{k}": v for m in modules for k, v in vars(m).items() if callable(v)}
-
-
 def run(name: str) -> dict[str, Any]:
-    """What ``test_every_model`` judges about one class (plain data); an exception
-    anywhere past the model's build is the result ``"crash"`` with its traceback."""
-    try:
-        return _run(name)
-    except Exception:  # noqa: BLE001 - the test of this class reports it
-        import traceback
-
-        return {"status": "crash", "why": traceback.format_exc()[-3000:]}
-
-
-def _run(name: str) -> dict[str, Any]:
+    """What the stage's test judges about one class (plain data)."""
     torch.set_num_threads(1)
     start = time.time()
     import sinpe.torch as st
@@ -158,13 +108,13 @@ def _run(name: str) -> dict[str, Any]:
         return {"status": "no forward", "why": str(info.get("error", ""))[:300]}
     inputs = info["inputs"]
     with torch.no_grad():
-        if not _tensors(model(**inputs)):
+        if not tensors(model(**inputs)):
             return {"status": "no forward", "why": "its forward returns no tensor"}
     later = _later(inputs)
     result: dict[str, Any] = {"kinds": sorted(info.get("kinds", [])), "class": name}
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     modules = [(n, id(m)) for n, m in model.named_modules()]
-    globals_before = _modeling_globals(model)
+    globals_before = library_globals(model, "diffusers.")
     own = _outputs(model, inputs)
     own_later = _outputs(model, later)
     own_reads = _reads(model, later)
@@ -184,11 +134,11 @@ def _run(name: str) -> dict[str, Any]:
                   first_call=list(handle.checked_at_first_call),
                   reads={"diffusers": own_reads, "patched": patched_reads})
     result["undo"] = {
-        "outputs": _same(_outputs(model, inputs), own),
-        "state_dict": all(_same(v, model.state_dict()[k]) for k, v in state.items()),
+        "outputs": same(_outputs(model, inputs), own),
+        "state_dict": all(same(v, model.state_dict()[k]) for k, v in state.items()),
         "modules": modules == [(n, id(m)) for n, m in model.named_modules()],
         "overrides": not any("forward" in vars(m) for m in model.modules()),
-        "globals": _modeling_globals(model) == globals_before,
+        "globals": library_globals(model, "diffusers.") == globals_before,
     }
     if not own.is_floating_point():
         result["output"] = f"{own.dtype} (codes: no float32 noise to hold it to)"
@@ -201,8 +151,8 @@ def _run(name: str) -> dict[str, Any]:
                                                          (own_later, patched_later, later))):
                 ref = _outputs(exact, feed, double=True)
                 result.setdefault("floor", []).append(2 * eps * float(ref.abs().max()))
-                result.setdefault("diffusers_error", []).append(_gap(theirs, ref))
-                result.setdefault("patched_error", []).append(_gap(ours, ref))
+                result.setdefault("diffusers_error", []).append(gap(theirs, ref))
+                result.setdefault("patched_error", []).append(gap(ours, ref))
         except Exception as exc:  # noqa: BLE001 - a model that cannot run in float64
             result["reference"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
     result["seconds"] = round(time.time() - start, 2)

@@ -63,37 +63,22 @@ def render(results: dict) -> str:
     text = _HEAD.format(version=diffusers.__version__, served=len(served), ran=len(ran),
                         share=len(served) / max(1, len(ran)), refused=len(ran) - len(served),
                         unran=len(results) - len(ran))
-    rows = []
-    for name, result in sorted(results.items()):
-        why = str(result.get("why", "")).replace("|", "/").replace("\n", " ")
-        if result["status"] == "served":
-            kept = "; ".join(f"{k}: {v}" for k, v in result.get("kept", {}).items())
-            note = f" (kept: {kept[:160]})" if kept else ""
-            rows.append(f"| {name} | served | {_stands_in(result)}{note} | {_error(result)} |")
-        elif result["status"] == "refused":
-            rows.append(f"| {name} | refused | {why.removeprefix('sinpe.torch.patch: ')[:200]}"
-                        " | |")
-        else:
-            rows.append(f"| {name} | not run here | {why[:140]} | |")
-    return text + "\n".join(rows) + "\n"
+    return text + "".join(_row(name, result) + "\n" for name, result in sorted(results.items()))
 
 
-def main() -> None:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    here = Path(__file__).resolve().parent
-    sys.path[:0] = [str(here), str(here.parent)]
-    import battery
-    import dtiny
-
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
-        names = dtiny.positional_classes()
-        results = dict(zip(names, pool.map(battery.run, names)))
-    TABLE.write_text(render(results))
-    print(f"wrote {TABLE}")
+def _row(name: str, result: dict) -> str:
+    why = str(result.get("why", "")).replace("|", "/").replace("\n", " ")
+    if result["status"] == "served":
+        kept = "; ".join(f"{k}: {v}" for k, v in result.get("kept", {}).items())
+        note = f" (kept: {kept[:160]})" if kept else ""
+        return f"| {name} | served | {_stands_in(result)}{note} | {_error(result)} |"
+    if result["status"] == "refused":
+        return f"| {name} | refused | {why.removeprefix('sinpe.torch.patch: ')[:200]} | |"
+    return f"| {name} | not run here | {why[:140]} | |"
 
 
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from reference.batteries import write_table
+
+    write_table(TABLE, render, Path(__file__).resolve().parent, "dtiny.positional_classes")

@@ -21,14 +21,12 @@ process (:func:`battery.run`), and:
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
-import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
 from conftest import require, require_torch
+from reference.batteries import run_all
 
 require_torch()
 require("diffusers")
@@ -40,20 +38,12 @@ CLASSES = dtiny.positional_classes()
 DEVICE_PATH = os.environ.get("SINPE_TORCH_PATH") == "device"
 
 
-def _worker_path() -> None:
-    sys.path[:0] = [str(HERE), str(HERE.parent)]
-
-
 @pytest.fixture(scope="session")
 def results() -> dict:
     """Every class's result, two worker processes (each class in a fresh model)."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=2, mp_context=context,
-                             initializer=_worker_path) as pool:
-        import battery
+    import battery
 
-        futures = {name: pool.submit(battery.run, name) for name in CLASSES}
-        return {name: future.result() for name, future in futures.items()}
+    return run_all(HERE, CLASSES, battery.run)
 
 
 @pytest.mark.parametrize("name", CLASSES)

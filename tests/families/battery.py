@@ -23,12 +23,12 @@ which would blur the comparison with HF's own).
 from __future__ import annotations
 
 import copy
-import sys
 import time
 from typing import Any
 
 import torch
 import tiny
+from reference.batteries import first, gap, library_globals, same
 from reference.in_double import InDouble
 
 FAR = 2**17
@@ -97,27 +97,6 @@ class _Sharp:
                 weight.div_(8)
 
 
-def _tensors(out: Any) -> list[torch.Tensor]:
-    """The tensors of a model's output, in order (ModelOutput, dict, tuple, nested)."""
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if hasattr(out, "to_tuple"):
-        out = out.to_tuple()
-    if isinstance(out, dict):
-        out = list(out.values())
-    if isinstance(out, (tuple, list)):
-        return [t for value in out for t in _tensors(value)]
-    return []
-
-
-def _first(out: Any) -> torch.Tensor:
-    """The model's first floating output (logits, hidden states, audio), else its first."""
-    tensors = _tensors(out)
-    if not tensors:
-        raise TypeError("no tensor in the model's output")
-    return next((t for t in tensors if t.is_floating_point()), tensors[0])
-
-
 def _outputs(model: torch.nn.Module, inputs: dict[str, Any], far: bool = False,
              double: bool = False) -> torch.Tensor:
     feed = dict(inputs)
@@ -127,41 +106,11 @@ def _outputs(model: torch.nn.Module, inputs: dict[str, Any], far: bool = False,
         feed = {k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
                 for k, v in feed.items()}
     with torch.no_grad():
-        return _first(model(**feed)).detach().clone()
-
-
-def _gap(a: torch.Tensor, b: torch.Tensor) -> float:
-    return float((a.double() - b.double()).abs().max())
-
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    if not t.is_floating_point():
-        return t
-    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
-
-
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(_bits(a), _bits(b))
-
-
-def _modeling_globals(model: torch.nn.Module) -> dict[str, Any]:
-    modules = {sys.modules[type(m).__module__] for m in model.modules()
-               if type(m).__module__.startswith("transformers.models.")}
-    return {f"{m.__name__}.{k}": v for m in modules for k, v in vars(m).items() if callable(v)}
+        return first(model(**feed)).detach().clone()
 
 
 def run(family: str) -> dict[str, Any]:
-    """What ``test_every_family`` judges about one family (plain data); an exception
-    anywhere past the model's build is the result ``"crash"`` with its traceback."""
-    try:
-        return _run(family)
-    except Exception:  # noqa: BLE001 - the test of this family reports it
-        import traceback
-
-        return {"status": "crash", "why": traceback.format_exc()[-3000:]}
-
-
-def _run(family: str) -> dict[str, Any]:
+    """What the stage's test judges about one family (plain data)."""
     torch.set_num_threads(1)
     start = time.time()
     import sinpe.torch as st
@@ -174,7 +123,7 @@ def _run(family: str) -> dict[str, Any]:
     result: dict[str, Any] = {"kind": info.get("kind", "none"), "class": type(model).__name__}
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     modules = [(name, id(m)) for name, m in model.named_modules()]
-    globals_before = _modeling_globals(model)
+    globals_before = library_globals(model, "transformers.models.")
     sharp = _Sharp(model)
     hf = _outputs(model, inputs) if inputs else None
     hf_far = None
@@ -201,12 +150,12 @@ def _run(family: str) -> dict[str, Any]:
         handle.undo()
     result["kept"] = dict(handle.kept)
     result["undo"] = {
-        "outputs": hf is None or _same(_outputs(model, inputs), hf),
-        "state_dict": all(_same(v, model.state_dict()[k]) for k, v in state.items()),
+        "outputs": hf is None or same(_outputs(model, inputs), hf),
+        "state_dict": all(same(v, model.state_dict()[k]) for k, v in state.items()),
         "modules": modules == [(name, id(m)) for name, m in model.named_modules()],
         "overrides": not any("forward" in vars(m) and "sinpe" in type(vars(m)["forward"]).__module__
                              for m in model.modules()),
-        "globals": _modeling_globals(model) == globals_before,
+        "globals": library_globals(model, "transformers.models.") == globals_before,
     }
     if hf is not None and not hf.is_floating_point():
         result["output"] = f"{hf.dtype} (codes: no float32 noise to hold it to)"
@@ -217,8 +166,8 @@ def _run(family: str) -> dict[str, Any]:
             exact = reference(model)
             ref = _outputs(exact, inputs, double=True)
             result["floor"] = 2 * eps * float(ref.abs().max())
-            result["hf_error"] = _gap(hf, ref)
-            result["patched_error"] = _gap(patched, ref)
+            result["hf_error"] = gap(hf, ref)
+            result["patched_error"] = gap(patched, ref)
             if patched_far is not None and hf_far is not None:
                 with _Sharp(exact):
                     ref_far = _outputs(exact, inputs, far=True, double=True)
@@ -226,9 +175,9 @@ def _run(family: str) -> dict[str, Any]:
                 with sharp:
                     hf_sharp = _outputs(model, inputs)
                 result["far_floor"] = 2 * eps * float(ref_far.abs().max())
-                result["far_hf_error"] = _gap(hf_far, ref_far)
-                result["far_patched_error"] = _gap(patched_far, ref_far)
-                result["sharp_noise"] = _gap(hf_sharp, ref_sharp)
+                result["far_hf_error"] = gap(hf_far, ref_far)
+                result["far_patched_error"] = gap(patched_far, ref_far)
+                result["sharp_noise"] = gap(hf_sharp, ref_sharp)
         except Exception as exc:  # noqa: BLE001 - a model that cannot run in float64
             result["reference"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
     result["seconds"] = round(time.time() - start, 2)

@@ -80,22 +80,8 @@ def render(results: dict) -> str:
     return text + "\n".join(rows) + "\n"
 
 
-def main() -> None:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    here = Path(__file__).resolve().parent
-    sys.path[:0] = [str(here), str(here.parent)]
-    import battery
-    import tiny
-
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=2, mp_context=context) as pool:
-        families = tiny.rope_families()
-        results = dict(zip(families, pool.map(battery.run, families)))
-    TABLE.write_text(render(results))
-    print(f"wrote {TABLE}")
-
-
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from reference.batteries import write_table
+
+    write_table(TABLE, render, Path(__file__).resolve().parent, "tiny.rope_families")

@@ -23,14 +23,12 @@ in a worker process (:func:`battery.run`), and:
 """
 from __future__ import annotations
 
-import multiprocessing
 import re
-import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
 from conftest import require, require_torch
+from reference.batteries import run_all
 
 require_torch()
 require("transformers")
@@ -41,20 +39,12 @@ HERE = Path(__file__).resolve().parent
 FAMILIES = tiny.rope_families()
 
 
-def _worker_path() -> None:
-    sys.path.insert(0, str(HERE))
-
-
 @pytest.fixture(scope="session")
 def results() -> dict:
     """Every family's result, two worker processes (each family in a fresh model)."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=2, mp_context=context,
-                             initializer=_worker_path) as pool:
-        import battery
+    import battery
 
-        futures = {family: pool.submit(battery.run, family) for family in FAMILIES}
-        return {family: future.result() for family, future in futures.items()}
+    return run_all(HERE, FAMILIES, battery.run)
 
 
 SPECIFIC = re.compile(r"has no rotary position embedding that sinpe finds|"

@@ -19,8 +19,8 @@ What is found (:mod:`sinpe.torch.patching._code` reads the code; no list of mode
   bits, else listed as kept: they apply whatever tables they are given, sinpe's now.
 
 Each positional module's ``forward`` becomes an
-:class:`~sinpe.torch.patching._exact.ExactCall`: its own code on the CPU with the values
-made from its inputs in double, from the module made again with exact tables
+:class:`~sinpe.torch.patching._exact.ExactCall`: its own code on the CPU with its angles
+formed in double, from the module made again with exact tables
 (:mod:`._rebuild`), each output rounded once, kept per grid, the same bits on every
 device; checked against the module's own at its first call.  A positional function
 becomes the same, acting only inside a patched model's or pipeline's own call
@@ -39,18 +39,8 @@ from sinpe.torch.diffusers._rebuild import rebuilt
 from sinpe.torch.patching import _code as code
 from sinpe.torch.patching import _discover as discover
 from sinpe.torch.patching._exact import ExactCall
-from sinpe.torch.patching._handle import (
-    ENTRY,
-    NOT_CHANGED,
-    SWAPS,
-    MethodSwap,
-    NothingFound,
-    Patch,
-    Plan,
-    made,
-    model_place,
-    refuse_patched,
-)
+from sinpe.torch.patching import _handle as handle
+from sinpe.torch.patching._handle import MethodSwap, Plan
 from sinpe.torch.patching._scoped import Entered, Scoped
 
 LIBRARY = "diffusers"
@@ -72,9 +62,9 @@ def claims(obj: Any) -> bool:
     return _of_library(obj) and isinstance(getattr(obj, "components", None), dict)
 
 
-def patch_model(obj: Any, frequencies: str) -> Patch:
+def patch_model(obj: Any, frequencies: str) -> handle.Patch:
     """``sinpe.torch.patch`` of a diffusers model (arguments checked)."""
-    return made(lambda: plan(obj, frequencies), LIBRARY)
+    return handle.made(lambda: plan(obj, frequencies), LIBRARY)
 
 
 def plan(obj: Any, frequencies: str) -> Plan:
@@ -88,20 +78,20 @@ def plan(obj: Any, frequencies: str) -> Plan:
         changes = _model_plan(obj)
         if not changes.methods and not changes.functions:
             reasons = "; ".join(f"{what} {why}" for what, why in changes.kept.items())
-            raise NothingFound(f"sinpe.torch.patch: {type(obj).__name__} has no positional "
+            raise handle.NothingFound(f"sinpe.torch.patch: {type(obj).__name__} has no positional "
                              f"code that sinpe stands in for" + (f" ({reasons})" if reasons
                                                                   else "")
-                             + f"; {NOT_CHANGED}")
+                             + f"; {handle.NOT_CHANGED}")
         return changes
     return _entries_plan(obj, type(obj).__name__)
 
 
 def _model_plan(model: nn.Module) -> Plan:
-    device = model_place(model)
+    device = handle.model_place(model)
     changes = Plan()
     positional = positional_modules(model)
     for name, module in positional:
-        refuse_patched(module, name)
+        handle.refuse_patched(module, name)
         what = f"the positional module {name or 'model'} ({type(module).__name__})"
         try:
             cpu = rebuilt(module)
@@ -120,7 +110,7 @@ def _model_plan(model: nn.Module) -> Plan:
     others = [m for _, m in inner]
     changes.extend(_entries_plan(model, type(model).__name__, classes={type(m) for m in others},
                                  entry=model if others else None))
-    for place in discover.apply_globals(model, LIBRARY, SWAPS):
+    for place in discover.apply_globals(model, LIBRARY, handle.SWAPS):
         if not isinstance(getattr(place.module, place.name), Scoped):
             changes.add_function(place, device)
     return changes
@@ -208,9 +198,9 @@ def _entries_plan(obj: Any, label: str, classes: Optional[set[type]] = None,
                     methods.append((obj, attribute))
     if changes.functions:
         for owner, attribute in ([(entry, "forward")] if entry is not None else methods):
-            refuse_patched(owner, label)
+            handle.refuse_patched(owner, label)
             method = getattr(owner, attribute)
-            changes.methods.append(MethodSwap(label, owner, attribute, Entered(method), ENTRY))
+            changes.methods.append(MethodSwap(label, owner, attribute, Entered(method), handle.ENTRY))
     return changes
 
 
@@ -219,7 +209,7 @@ def _scope(changes: Plan, place: discover.Global, original: Callable[..., Any]) 
     swap is shared)."""
     if place.qualname in {p.qualname for p, *_ in changes.functions}:
         return
-    swap = SWAPS.get(place.qualname)
+    swap = handle.SWAPS.get(place.qualname)
     current = getattr(place.module, place.name)
     if swap is not None and current is swap.replacement:
         changes.functions.append((place, swap.original, swap.replacement, swap.form))

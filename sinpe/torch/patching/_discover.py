@@ -23,7 +23,7 @@ import re
 import sys
 import types
 from dataclasses import dataclass
-from typing import Any, Callable, Container, Iterator
+from typing import Any, Container, Iterator
 
 import torch
 from torch import nn

@@ -1,0 +1,96 @@
+"""What the batteries of tests/families and tests/diffusers share: a model's outputs,
+their exact comparisons, and the worker processes each model runs in.
+
+Each stage runs one model per task in two spawned worker processes (a fresh
+interpreter: one model's state, threads or swapped globals cannot reach another's),
+each with the stage's folder and tests/ on its path, and judges plain data.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+TESTS = Path(__file__).resolve().parents[1]
+
+
+def tensors(out: Any) -> list[torch.Tensor]:
+    """The tensors of a model's output, in order (ModelOutput, dict, tuple, nested)."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if hasattr(out, "to_tuple"):
+        out = out.to_tuple()
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (tuple, list)):
+        return [t for value in out for t in tensors(value)]
+    return []
+
+
+def first(out: Any) -> torch.Tensor:
+    """The model's first floating output (logits, hidden states, a sample), else its first."""
+    found = tensors(out)
+    if not found:
+        raise TypeError("no tensor in the model's output")
+    return next((t for t in found if t.is_floating_point()), found[0])
+
+
+def gap(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.double() - b.double()).abs().max())
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    if not t.is_floating_point():
+        return t
+    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(bits(a), bits(b))
+
+
+def library_globals(model: torch.nn.Module, prefix: str) -> dict[str, Any]:
+    """The callables of the library's modules that ``model``'s classes come from."""
+    modules = {sys.modules[type(m).__module__] for m in model.modules()
+               if type(m).__module__.startswith(prefix)}
+    return {f"{m.__name__}.{k}": v for m in modules for k, v in vars(m).items() if callable(v)}
+
+
+def _worker_path(folder: str) -> None:
+    sys.path[:0] = [folder, str(TESTS)]
+
+
+def reported(run: Callable[[str], dict], name: str) -> dict:
+    """``run(name)``; an exception anywhere in it is the result ``"crash"`` with its
+    traceback (the test of that model reports it)."""
+    try:
+        return run(name)
+    except Exception:  # noqa: BLE001 - reported as data
+        import traceback
+
+        return {"status": "crash", "why": traceback.format_exc()[-3000:]}
+
+
+def run_all(folder: Path, names: list[str], run: Callable[[str], dict]) -> dict[str, dict]:
+    """``run(name)`` for every name (:func:`reported`), in two worker processes, by name."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=2, mp_context=context, initializer=_worker_path,
+                             initargs=(str(folder),)) as pool:
+        futures = {name: pool.submit(reported, run, name) for name in names}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def write_table(table: Path, render: Callable[[dict], str], folder: Path, names: str) -> None:
+    """A stage's documentation page, rendered from its battery's run of every model
+    ``names`` lists (``"module.function"`` of the stage's folder)."""
+    import importlib
+
+    sys.path[:0] = [str(folder), str(TESTS)]
+    module, function = names.rsplit(".", 1)
+    listed = getattr(importlib.import_module(module), function)()
+    table.write_text(render(run_all(folder, listed, importlib.import_module("battery").run)))
+    print(f"wrote {table}")
