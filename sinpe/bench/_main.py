@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import sinpe
 from sinpe.bench._decode import decode_cases, print_decode
 from sinpe.bench._device import device_cases, print_device
+from sinpe.bench._diffusers import diffusers_cases, print_diffusers
 from sinpe.bench._hot import ADD_SHAPES, hot_path_cases, print_hot_path
 from sinpe.bench._long_context import long_context_cases, print_long_context
 from sinpe.bench._machine import _header, _load_average, _print_cpu, _print_versions
@@ -47,6 +48,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "pass and HF's rotation instead, on 1 and all threads"),
         ("--compiled", "time a small Llama's forward under torch.compile instead, "
                        "HF's own and patched by sinpe.torch.patch"),
+        ("--diffusers", "time diffusers' positional modules in a denoising loop instead "
+                        "(Flux-like and Wan-like), their own and patched by sinpe.torch.patch"),
     ):
         parser.add_argument(flag, action="store_true", help=text)
     parser.add_argument("--device", metavar="DEVICE",
@@ -80,6 +83,18 @@ def _run(args: argparse.Namespace) -> int:
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"header": header, **found}, f, indent=2)
+        return 0
+    if args.diffusers:
+        import torch
+
+        load_before = _load_average()
+        found = diffusers_cases(args.quick, blocks_in_turn)
+        header = _header(args, load_before, str(torch.__version__), str(torch.get_num_threads()))
+        _print_versions(header, f"sinpe {header['sinpe']}  torch {header['torch']}", sys.stdout)
+        print_diffusers(found, sys.stdout)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"header": header, "cases": found}, f, indent=2)
         return 0
     if args.compiled:
         import torch
