@@ -202,27 +202,37 @@ class Patch:
         ``flux``) whose positional code was swapped.
     rotary : list of str
         The modules (by their name in the model) whose caches are now sinpe's: rotary
-        modules, and attention modules whose sin/cos table sinpe's exact one replaces.
+        modules, attention modules whose sin/cos table sinpe's exact one replaces, and a
+        diffusers model's positional modules and helpers (timestep embeddings, rotary
+        modules of every form, modules holding sin-cos tables).
     caches : dict of str to str
         How each of them gets sinpe's caches: ``"rotary module"`` (a
         :class:`sinpe.torch.RotaryEmbedding` made from it: kept tables), ``"double
         precision"`` (its own code, every float32 value computed in float64: modules whose
         caches sinpe's rotary module does not make), ``"table"`` (sinpe's exact sin/cos
-        table in the buffer).
+        table in the buffer), ``"exact, kept"`` (its own code with its angles formed in
+        double, outputs rounded once and kept per grid: diffusers' modules).
     functions : list of str
-        The apply functions swapped for sinpe's kernel (``module.name``).
+        The functions swapped (``module.name``): apply functions, for sinpe's kernel with
+        the library's bits; a diffusers model's or pipeline's positional functions, exact
+        inside the patched object's own calls.
     forms : dict of str to str
-        Each swapped function's form (:data:`sinpe.torch.patching.FORMS`).
+        Each swapped function's form (:data:`sinpe.torch.patching.FORMS`, or ``"exact,
+        kept"``).
     kept : dict of str to str
-        What was found and stays transformers' own, with the reason: an apply function
+        What was found and stays the library's own, with the reason: an apply function
         no form of sinpe reproduces bit for bit, a rotary module sinpe cannot stand in
-        for.  The model's other parts are patched all the same.
+        for, a stand-in whose first-call check failed.  The model's other parts are
+        patched all the same.
     checked_at_first_call : list of str
-        Rotary modules (among ``rotary``) whose forward takes other arguments than
-        positions (a vision tower's image size, an audio encoder's lengths): sinpe runs
-        their own code in double precision, and checks it against the module's own at
-        their first call (if they differ, the module gives its own caches from then on,
-        ``kept`` says why, and a ``RuntimeWarning`` is issued).
+        Stand-ins checked against the module's (or function's) own at their first call,
+        because sinpe cannot call them on inputs of its own: rotary modules whose forward
+        takes other arguments than positions (a vision tower's image size, an audio
+        encoder's lengths), and every diffusers stand-in.  If a check fails, the module
+        gives its own values from then on, ``kept`` says why, and a ``RuntimeWarning`` is
+        issued.
+    double_precision : list of str
+        (a property) The modules computing in float64 on the model's device.
     """
 
     def __init__(self, families: list[str], rotary: list[str], forms: dict[str, str],
