@@ -204,9 +204,10 @@ def _apply_by_kernel(q: torch.Tensor, k: Optional[torch.Tensor], cos: torch.Tens
     contiguous tensors), caches that ``_core._apply_rotary`` takes (it declines the
     others).  The checks of ``_tensors._kernel_writes`` are spelled out: a tensor
     without memory of its own (``vmap``'s) raises from ``data_ptr``, a functionalized
-    one has address 0, which the kernel declines."""
+    one has address 0, which the kernel declines; none with ``SINPE_TORCH_PATH=device``."""
     dtype = q.dtype
-    if not (type(q) is _TENSOR and type(cos) is _TENSOR and type(sin) is _TENSOR
+    if _tensors.DEVICE_PATH_FORCED or not (
+            type(q) is _TENSOR and type(cos) is _TENSOR and type(sin) is _TENSOR
             and cos.dtype is dtype and sin.dtype is dtype
             and q.is_cpu and cos.is_cpu and sin.is_cpu
             and not (q.is_neg() or cos.is_neg() or sin.is_neg())

@@ -155,8 +155,9 @@ def _on_device(L: Any, d: int, n: Optional[float], offset: Optional[int], positi
         ids = torch.arange(start, start + L, device=device)
         listed: Optional[list[int]] = None
     else:
-        if L is not None or offset is not None:
-            sinpe.rope(L, d, positions=np.zeros(0), offset=offset, **columns)  # sinpe's error
+        if L is not None or offset is not None:  # sinpe's error
+            sinpe.rope(L, d, positions=np.zeros(0), **columns,
+                       **({} if offset is None else {"offset": offset}))
         ids = positions if isinstance(positions, torch.Tensor) else torch.as_tensor(
             np.asarray(positions))
         if ids.dtype is torch.bool or ids.is_complex():

@@ -226,7 +226,9 @@ class _Rotary:
                     self.long = self._compute(self.original + 1)
                 long = self.angle_tables("long", self.long, self.scaling).values(
                     ids, values_dtype, per_pair)
-                values = torch.where(position_ids.max().long() + 1 > self.original, long, values)
+                top = position_ids.max()  # (integers widened: uint8's max + 1 wraps)
+                top = top if top.is_floating_point() else top.long()
+                values = torch.where(top + 1 > self.original, long, values)
         return pair_caches(values, self.form)
 
 
