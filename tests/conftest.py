@@ -85,6 +85,7 @@ OPTIONAL = {
     "onnx": "onnx",
     "onnxscript": "onnxscript",
     "ml_dtypes": "ml_dtypes",
+    "mpmath": "mpmath",
     "matplotlib": "matplotlib",
     "scikit-learn": "sklearn",
     "mypy": "mypy",
