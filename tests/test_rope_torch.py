@@ -322,14 +322,23 @@ CALLS = {
 
 def contract(x, kw, inverse=False):
     """The contract's bits, from NumPy's formula in tests/test_rope.py, and how far the
-    device path may lie from them, element-wise (conftest.device_rotation_bound on the
-    rotated features, 0 on the others)."""
+    device path may lie from them (``rotated_by``)."""
     import test_rope
     args = {k: (v.numpy() if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
     exact = args.pop("exact", False)
     cos, sin = test_rope.caches(tuple(x.shape), inverse=inverse, **args)
+    return rotated_by(x, cos, sin, args.get("layout", "concatenated"), exact,
+                      args.get("scale", 1.0))
+
+
+def rotated_by(x, cos, sin, layout, exact, scale):
+    """``x`` rotated as the contract says by sinpe's float64 caches ``cos``, ``sin``
+    (NumPy arrays, times ``scale``, broadcasting against ``x[..., :r]``): the caches
+    rounded once to x's dtype, then torch's ``t * C + rotate_half(t) * S`` (float64 and
+    ``exact``: the float64 rotation rounded once); and how far the device path may lie
+    from it, element-wise (conftest.device_rotation_bound on the rotated features, 0 on
+    the others)."""
     r = cos.shape[-1]
-    layout = args.get("layout", "concatenated")
     part = x[..., :r]
     out = x.clone()
     if exact or x.dtype is torch.float64:
@@ -340,8 +349,7 @@ def contract(x, kw, inverse=False):
         c, s = (tensors._round_once(torch.from_numpy(a), x.dtype) for a in (cos, sin))
         out[..., :r] = part * c + rotate_half(part, layout) * s
     bound = torch.zeros(x.shape, dtype=torch.float64)
-    bound[..., :r] = device_rotation_bound(torch, part, c, s, rotate_half(part, layout),
-                                           args.get("scale", 1.0))
+    bound[..., :r] = device_rotation_bound(torch, part, c, s, rotate_half(part, layout), scale)
     return out, bound
 
 
