@@ -500,3 +500,16 @@ def same_or_within_device_bound(torch, got, want, bound=None, scale: float = 1.0
     if not torch.equal(g.isnan(), nan):
         return False
     return bool(((g - w).abs() <= bound)[~nan].all())
+
+
+def refused_or_nan(torch, call, match: str) -> None:
+    """Positions beyond +-MAX_POSITION alone: ``call()`` raises sinpe's ValueError
+    (matching ``match``) on the kernel path, which reads them on the host; on the device
+    path, which reads none, every value of the tensors it returns is NaN."""
+    if not on_device_path():
+        with pytest.raises(ValueError, match=match):
+            call()
+        return
+    got = call()
+    for tensor in got if isinstance(got, (tuple, list)) else (got,):
+        assert isinstance(tensor, torch.Tensor) and tensor.isnan().all(), tensor
