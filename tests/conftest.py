@@ -12,6 +12,12 @@
   a bug there cannot hide a bug in sinpe) and the error bound of any
   double-precision evaluation of the formula, derived below.
 * Helpers to sample rows anywhere in the supported position range.
+* sinpe.torch's two paths (the CPU kernel's, and the device path of every other
+  device, which ``SINPE_TORCH_PATH=device`` gives CPU tensors too): the
+  ``kernel_path`` mark of tests holding what only the kernel's path has (skipped
+  in a device-path run), ``by_path`` for what each path does instead, and the
+  bounds within which the device path's values keep the kernel's contracts
+  (``same_or_within_device_bound``).
 
 Error analysis used throughout (u = 2**-53, the unit roundoff of float64):
 
@@ -85,6 +91,7 @@ OPTIONAL = {
     "onnx": "onnx",
     "onnxscript": "onnxscript",
     "ml_dtypes": "ml_dtypes",
+    "mpmath": "mpmath",
     "matplotlib": "matplotlib",
     "scikit-learn": "sklearn",
     "mypy": "mypy",
@@ -110,6 +117,19 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "needs(*names): optional test requirements the test uses (conftest.OPTIONAL)"
     )
+    config.addinivalue_line(
+        "markers", "kernel_path(reason): holds what only sinpe.torch's CPU kernel path has; "
+        "skipped with SINPE_TORCH_PATH=device (conftest.kernel_path)"
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    if not DEVICE_PATH_RUN:
+        return
+    for item in items:
+        mark = item.get_closest_marker("kernel_path")
+        if mark is not None:
+            item.add_marker(pytest.mark.skip(reason=mark.kwargs["reason"]))
 
 
 def pytest_report_header(config):
@@ -368,3 +388,136 @@ def bfloat16_rounded_once(torch, values: np.ndarray):
     mantissa, exponent = np.frexp(values)  # values = mantissa * 2**exponent, 0.5 <= |m| < 1
     rounded = np.ldexp(np.rint(np.ldexp(mantissa, 8)), exponent - 8)
     return torch.from_numpy(rounded.astype(np.float32)).to(torch.bfloat16)
+
+
+# -- sinpe.torch's two paths --------------------------------------------------------------
+#
+# CPU tensors take the kernel path (sinpe's C kernel writes them: caches and tables are the
+# exact double values rounded once, positions are read on the host and refused beyond
+# MAX_POSITION, the rotary module keeps tables of rows); every other device takes the device
+# path (sinpe/torch/_angles.py: device operations alone), and CPU tensors too in a run with
+# SINPE_TORCH_PATH=device (read at import; in the process, _tensors.DEVICE_PATH_FORCED).
+# The suite runs on either.  A test of what only the kernel path has carries kernel_path(...)
+# and is skipped in a device-path run; one whose claim the device path meets otherwise (NaN
+# for positions out of range, no kernel call at all) expects by_path(kernel=..., device=...);
+# a test of a contract both keep compares through same_or_within_device_bound: the kernel's
+# bits, or the device path's bound.
+
+DEVICE_PATH_RUN = os.environ.get("SINPE_TORCH_PATH", "") == "device"
+
+
+def kernel_path(holds: str, device_path: str):
+    """The mark of a test (or a parametrization) that holds ``holds``, something only
+    sinpe.torch's CPU kernel path has, skipped in a run with SINPE_TORCH_PATH=device with
+    the reason "holds the CPU kernel's own <holds> (the device path <device_path>)"."""
+    return pytest.mark.kernel_path(
+        reason=f"holds the CPU kernel's own {holds} (the device path {device_path})")
+
+
+def on_device_path() -> bool:
+    """Whether sinpe.torch serves CPU tensors by its device path (a run with
+    SINPE_TORCH_PATH=device; in the process, ``_tensors.DEVICE_PATH_FORCED``)."""
+    from sinpe.torch import _tensors
+
+    return bool(_tensors.DEVICE_PATH_FORCED)
+
+
+def by_path(kernel, device):
+    """What a test expects on the path it runs on: ``kernel`` on the kernel path,
+    ``device`` on the device path."""
+    return device if on_device_path() else kernel
+
+
+# The device path's values (sinpe/torch/_angles.py): each is within half an ulp of its
+# dtype plus DEVICE_EXCESS of the exact value (the tables' Q1.31 rounding; the kernel's,
+# within half an ulp); the attention factor ``scale``'s mantissa is folded into the tables,
+# its power of two applied exactly at the end, so the excess scales by that power of two.
+DEVICE_EXCESS = 2.0**-30
+
+
+def device_excess(scale: float = 1.0) -> float:
+    """How much further than half an ulp from the exact value a cache value of sinpe.torch
+    times ``scale`` may lie on the path the test runs: 0 on the kernel path,
+    ``DEVICE_EXCESS`` times the power of two of ``scale`` (2**e for scale = m 2**e, m in
+    (0.5, 1], as _angles splits it) on the device path."""
+    if not on_device_path():
+        return 0.0
+    mantissa, exponent = math.frexp(abs(scale))
+    return math.ldexp(DEVICE_EXCESS, exponent - 1 if mantissa == 0.5 else exponent)
+
+
+def _spacing(torch, dtype):
+    """(eps, tiny) of ``dtype``: one ulp of 1, and the smallest spacing of its values
+    (below its normal numbers), so that one ulp of ``v`` is at most
+    ``eps * |v| + tiny`` and rounding ``v`` moves it by at most half that."""
+    info = torch.finfo(dtype)
+    return info.eps, info.eps * info.smallest_normal
+
+
+def device_cache_bound(torch, want, scale: float = 1.0):
+    """How far (element-wise, float64) the device path's cache value may lie from the
+    kernel's ``want`` (caches times ``scale``, in their dtype): the kernel's is within half
+    an ulp of the exact value, the device path's within half an ulp plus
+    ``device_excess(scale)``, so they differ by at most one ulp of the dtype plus twice the
+    excess (which also covers the kernel's double error, below 2**-49)."""
+    eps, tiny = _spacing(torch, want.dtype)
+    return eps * want.double().abs() + tiny + 2 * device_excess(scale)
+
+
+def device_rotation_bound(torch, x, cos, sin, rotated, scale: float = 1.0):
+    """How far (element-wise, float64) the device path's ``x * C + rotated * S`` may lie
+    from the kernel's, where ``cos``, ``sin`` are the kernel's caches (times ``scale``)
+    and ``rotated`` is ``rotate_half(x)`` of the layout.
+
+    Each cache value may move by ``device_cache_bound`` (d_c, d_s).  Evaluated in the
+    caches' dtype (x's; float64 for exact rotations), each of the three roundings (the two
+    products, the sum) of two values that differ by D differs by at most D plus one ulp
+    of the larger, so with e, t the dtype's ``_spacing`` and
+    ``A = |x| (|C| + d_c) + |rot x| (|S| + d_s)`` (the largest sum):
+        |x| d_c + |rot x| d_s + 2 e (1 + e) A + 3 t
+    (torch's 16-bit ops round through float32: within the (1 + e)).  Caches wider than x
+    (the exact rotation, in float64) add the one rounding of the result to x's dtype:
+    ``e_x (1 + e)**2 A + t_x``.
+    """
+    d_c = device_cache_bound(torch, cos, scale)
+    d_s = device_cache_bound(torch, sin, scale)
+    ax, ar = x.double().abs(), rotated.double().abs()
+    largest = ax * (cos.double().abs() + d_c) + ar * (sin.double().abs() + d_s)
+    eps, tiny = _spacing(torch, cos.dtype)
+    bound = ax * d_c + ar * d_s + 2 * eps * (1 + eps) * largest + 3 * tiny
+    if cos.dtype != x.dtype:
+        eps_x, tiny_x = _spacing(torch, x.dtype)
+        bound = bound + eps_x * (1 + eps) ** 2 * largest + tiny_x
+    return bound
+
+
+def same_or_within_device_bound(torch, got, want, bound=None, scale: float = 1.0) -> bool:
+    """``got`` against the kernel's ``want`` (a cache of sinpe.torch, or a value computed
+    from its caches): the same dtype and shape, and on the kernel path the same bits; on
+    the device path NaN where ``want`` is NaN and ``|got - want| <= bound`` element-wise
+    (default: ``device_cache_bound(torch, want, scale)``; a rotation's:
+    ``device_rotation_bound``)."""
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return False
+    if not on_device_path():
+        return torch.equal(bits(torch, got.contiguous()), bits(torch, want.contiguous()))
+    if bound is None:
+        bound = device_cache_bound(torch, want, scale)
+    g, w = got.double(), want.double()
+    nan = w.isnan()
+    if not torch.equal(g.isnan(), nan):
+        return False
+    return bool(((g - w).abs() <= bound)[~nan].all())
+
+
+def refused_or_nan(torch, call, match: str) -> None:
+    """Positions beyond +-MAX_POSITION alone: ``call()`` raises sinpe's ValueError
+    (matching ``match``) on the kernel path, which reads them on the host; on the device
+    path, which reads none, every value of the tensors it returns is NaN."""
+    if not on_device_path():
+        with pytest.raises(ValueError, match=match):
+            call()
+        return
+    got = call()
+    for tensor in got if isinstance(got, (tuple, list)) else (got,):
+        assert isinstance(tensor, torch.Tensor) and tensor.isnan().all(), tensor

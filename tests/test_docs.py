@@ -6,7 +6,9 @@
 * Every ```python block of README.md and docs/**/*.md runs as it stands, in a fresh
   namespace and an empty directory, as a reader would paste it; blocks that use
   torch, transformers or diffusers need them (conftest.require).  mktestdocs extracts the
-  blocks.  The code of the site's figures (``.. plot::`` directives) runs too.
+  blocks.  The code of the site's figures (``.. plot::`` directives) runs too.  The
+  blocks that assert what only sinpe.torch's CPU kernel path has (KERNEL_PATH_BLOCKS)
+  are skipped with ``SINPE_TORCH_PATH=device``.
 * Every line of the command-line page's example block runs, and writes what it names.
 * The API reference (docs/reference/) lists every public name of sinpe, sinpe.torch
   and sinpe.plot: a new public name without a page fails here.
@@ -31,7 +33,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import require, require_module
+from conftest import kernel_path, require, require_module
 
 grab_code_blocks = require("mktestdocs").grab_code_blocks
 
@@ -119,15 +121,38 @@ def plot_blocks(text: str) -> list[str]:
     return [PLOT_PRE_CODE + textwrap.dedent(m.group(2)) for m in PLOT.finditer(text)]
 
 
+# Blocks that assert what only sinpe.torch's CPU kernel path has, by id: the line that
+# asserts it, what it holds and what the device path does instead (conftest.kernel_path).
+KERNEL_PATH_BLOCKS = {
+    "docs/drift.md-0": (
+        "assert max(result[\"cache_sinpe\"]) <= 2**-25",
+        "caches' half an ulp from the exact values",
+        "keeps half an ulp plus 2**-30"),
+    "docs/transformers.md-2": (
+        "assert len(rotary) == 1",
+        "custom op in an exported graph",
+        "exports device operations alone, no op of sinpe's"),
+    "docs/variants.md-0": (
+        "assert torch.equal(C, cos) and torch.equal(S, sin)",
+        "caches, bit for bit the float64 values rounded once",
+        "keeps half an ulp plus 2**-30: about 1.5% of float32 values differ in the last "
+        "bit"),
+}
+
+
 def python_blocks() -> list:
     """Each block and the directory it runs in: a code block in an empty one (a reader's),
     a figure's code in its page's directory, as the plot directive runs it (it reads the
-    page's generated data, docs/_generated/, by a relative path)."""
+    page's generated data, docs/_generated/, by a relative path).  KERNEL_PATH_BLOCKS'
+    are marked kernel_path."""
     params = []
     for document in DOCUMENTS:
         text = document.read_text()
         for number, block in enumerate(grab_code_blocks(text, lang="python")):
-            params.append(pytest.param(block, None, id=f"{name_of(document)}-{number}"))
+            name = f"{name_of(document)}-{number}"
+            marks = ([kernel_path(*KERNEL_PATH_BLOCKS[name][1:])]
+                     if name in KERNEL_PATH_BLOCKS else [])
+            params.append(pytest.param(block, None, id=name, marks=marks))
         for number, block in enumerate(plot_blocks(text)):
             params.append(pytest.param(block, document.parent,
                                        id=f"{name_of(document)}-plot-{number}"))
@@ -143,6 +168,10 @@ def test_every_python_block_is_found():
     # the guides' examples, moved from the README, and the site's figures
     assert sum(1 for p in BLOCKS if p.id.startswith("docs/") and "-plot-" not in p.id) >= 17
     assert sum(1 for p in BLOCKS if "-plot-" in p.id) == 9  # 3 on the drift page
+    # the blocks skipped on the device path are those that assert the kernel path's facts
+    blocks = {p.id: p.values[0] for p in BLOCKS}
+    for name, (line, _, _) in KERNEL_PATH_BLOCKS.items():
+        assert line in blocks.get(name, ""), (name, line)
 
 
 @pytest.mark.parametrize("block, directory", BLOCKS)

@@ -12,14 +12,15 @@
   compared too: the same values with other strides can take other paths in the
   attention's matmul.
 * The kernel does write the results in the layouts models use (else the claims
-  above would hold by torch's expression alone).
+  above would hold by torch's expression alone); on the device path
+  (``SINPE_TORCH_PATH=device``) no form calls it.
 """
 from __future__ import annotations
 
 import random
 
 import pytest
-from conftest import bits, count_kernel_rotations, require_module, require_torch
+from conftest import bits, by_path, count_kernel_rotations, require_module, require_torch
 
 torch = require_torch()
 import sinpe.torch as st  # noqa: E402
@@ -235,7 +236,8 @@ def test_the_kernel_writes_every_form_in_the_layouts_models_use(name, form, widt
                                                                  length, monkeypatch):
     """A prefill and a decoding step, as attention modules lay them out: the kernel
     computes each result (a rotation per tensor: one call each, or one call for a
-    decoding step's query and key), torch's expression none."""
+    decoding step's query and key), torch's expression none.  On the device path: device
+    operations alone, no kernel call."""
     calls = count_kernel_rotations(monkeypatch)
     g = torch.Generator().manual_seed(5)
     q = torch.randn(2, length, 4, 16, generator=g).to(dtype).transpose(1, 2)
@@ -243,7 +245,7 @@ def test_the_kernel_writes_every_form_in_the_layouts_models_use(name, form, widt
     cos = torch.randn(2, length, width, generator=g).to(dtype)
     sin = torch.randn(2, length, width, generator=g).to(dtype)
     results = form(q, k, cos, sin)
-    assert len(calls) == len(results)
+    assert len(calls) == by_path(kernel=len(results), device=0)
 
 
 def test_an_output_by_address_whose_size_would_overflow_is_declined():

@@ -39,7 +39,14 @@ import subprocess
 import sys
 
 import pytest
-from conftest import bits, count_kernel_rotations, require, require_module, require_torch
+from conftest import (
+    bits,
+    by_path,
+    count_kernel_rotations,
+    require,
+    require_module,
+    require_torch,
+)
 
 torch = require_torch()
 transformers = require("transformers")
@@ -442,14 +449,15 @@ def test_the_kernel_rotates_every_query_and_key_of_a_patched_model(name, one_tor
                                                                     monkeypatch):
     """On the CPU, in a prefill and in a decoding step: one kernel call per query and
     key of each layer (the layouts attention makes are the kernel's, not torch's
-    fallback)."""
+    fallback).  On the device path: device operations alone, no kernel call."""
     calls = count_kernel_rotations(monkeypatch)
     model = build(name)
     ids = torch.randint(3, VOCAB, (1, 10), generator=torch.Generator().manual_seed(9))
+    per_layer = by_path(kernel=2, device=0)
     with torch.no_grad(), st.patch(model):
         calls.clear()  # (patch's own checks ran the kernel too)
         out = model(ids[:, :9], use_cache=True)
-        assert len(calls) == 2 * model.config.num_hidden_layers
+        assert len(calls) == per_layer * model.config.num_hidden_layers
         calls.clear()
         model(ids[:, 9:], past_key_values=out.past_key_values, use_cache=True)
-        assert len(calls) == 2 * model.config.num_hidden_layers
+        assert len(calls) == per_layer * model.config.num_hidden_layers

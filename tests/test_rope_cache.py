@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import assert_bits_equal
+from conftest import assert_bits_equal, same_or_within_device_bound
 from test_rope import DTYPES, LAYOUTS, round_once
 
 import sinpe
@@ -72,17 +72,13 @@ TORCH_DTYPES = {"float16": np.dtype(np.float16), "float32": np.dtype(np.float32)
                 "float64": np.dtype(np.float64), "bfloat16": DTYPES[-1]}
 
 
-def torch_bits(torch, tensor):
-    from conftest import bits
-
-    return bits(torch, tensor.contiguous()).numpy()
-
-
 @pytest.mark.parametrize("dtype_name", list(TORCH_DTYPES))
 def test_rope_cache_is_sinpes_caches_in_a_tensor(torch, dtype_name):
     """Each cache is sinpe.rope's float64 one times scale, rounded once to the dtype:
     the same bits as NumPy's (test_rope.round_once), for range and explicit
-    positions given as tensors or arrays, and frequencies given as a tensor."""
+    positions given as tensors or arrays, and frequencies given as a tensor (on the
+    device path, ``SINPE_TORCH_PATH=device``: within its bound of them,
+    conftest.same_or_within_device_bound)."""
     import sinpe.torch as st
 
     dtype = getattr(torch, dtype_name)
@@ -99,11 +95,13 @@ def test_rope_cache_is_sinpes_caches_in_a_tensor(torch, dtype_name):
     for given, plain in cases:
         got = st.rope_cache(**given, dtype=dtype)
         wide = sinpe.rope(**plain, dtype=np.float64)
+        scale = given.get("scale", 1.0)
         for g, w in zip(got, wide):
             assert g.dtype is dtype and g.device.type == "cpu" and g.is_contiguous()
-            expected = round_once(w * given.get("scale", 1.0), TORCH_DTYPES[dtype_name])
-            assert np.array_equal(torch_bits(torch, g), expected.view(
-                {2: np.int16, 4: np.int32, 8: np.int64}[expected.itemsize]))
+            expected = round_once(w * scale, TORCH_DTYPES[dtype_name])
+            want = torch.from_numpy(expected.view(  # (NumPy has no bfloat16: by its bits)
+                {2: np.int16, 4: np.int32, 8: np.int64}[expected.itemsize])).view(dtype)
+            assert same_or_within_device_bound(torch, g, want, scale=scale)
 
 
 def test_rope_cache_dtype_and_device(torch):

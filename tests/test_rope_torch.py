@@ -14,6 +14,10 @@
   rotary, scale, positions; the version counter moves; refusals write nothing.
 * ``rope`` out of place: same bits, gradcheck and gradgradcheck in float64, the
   backward pass is the transposed rotation.
+* On the device path (``SINPE_TORCH_PATH=device``: caches by device operations, within
+  half an ulp plus 2**-30 of the exact values) the contract's bits become the contract
+  within ``conftest.device_rotation_bound`` of them; positions out of range give NaN
+  instead of a ValueError.
 * The HF accuracy claims of docs/accuracy.md hold (tests/test_rope_accuracy.py prints
   the table).
 """
@@ -21,7 +25,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import bits, count_kernel_rotations, require_module, require_torch
+from conftest import (
+    bits,
+    by_path,
+    count_kernel_rotations,
+    device_rotation_bound,
+    kernel_path,
+    on_device_path,
+    require_module,
+    require_torch,
+    same_or_within_device_bound,
+)
 
 import sinpe
 
@@ -108,11 +122,12 @@ def test_hf_apply_rotary_pos_emb_with_sinpe_caches_is_rope_(dtype):
     k = torch.randn(B, 2, L, D).to(dtype)
     cos, sin = rounded_caches(position_ids.numpy(), D, dtype)
     want_q, want_k = llama.apply_rotary_pos_emb(q, k, cos, sin)
-    got_q = st.rope_(q.clone(), positions=position_ids[:, None, :])
-    got_k = st.rope_(k.clone(), positions=position_ids[:, None, :])
-    assert same(got_q, want_q) and same(got_k, want_k)
+    for x, want in ((q, want_q), (k, want_k)):
+        got = st.rope_(x.clone(), positions=position_ids[:, None, :])
+        bound = device_rotation_bound(torch, x, cos[:, None], sin[:, None], rotate_half(x))
+        assert same_or_within_device_bound(torch, got, want, bound)
     got_q = sinpe.rope_(q.clone().float().numpy(), positions=position_ids.numpy()[:, None, :])
-    if dtype is torch.float32:
+    if dtype is torch.float32:  # (NumPy's rope_: the kernel on every path)
         assert np.array_equal(got_q, want_q.numpy())
 
 
@@ -150,7 +165,8 @@ def test_a_decoding_step_is_one_kernel_call_with_hfs_bits(dtype, monkeypatch):
     (B, 1, H, D)) are rotated by one kernel call on the tensors' memory, with HF's bits,
     dtype and strides; k=None, a negative unsqueeze_dim; and where the kernel declines
     (caches sliced out of a longer cache: strides other than a new tensor's, which
-    change HF's result's strides), the general path gives HF's result."""
+    change HF's result's strides), the general path gives HF's result.  On the device
+    path: HF's bits, by device operations alone (no kernel call)."""
     llama = require("transformers.models.llama.modeling_llama")
     g = torch.Generator().manual_seed(11)
     q = torch.randn(2, 1, 4 * 64, generator=g).to(dtype).view(2, 1, 4, 64).transpose(1, 2)
@@ -160,7 +176,7 @@ def test_a_decoding_step_is_one_kernel_call_with_hfs_bits(dtype, monkeypatch):
     for args in [(q, k, cos, sin), (q, None, cos, sin), (q, k, cos, sin, -3)]:
         calls.clear()
         got = st.apply_rotary_pos_emb(*args)
-        assert len(calls) == (1 if args[1] is None else 2)
+        assert len(calls) == by_path(kernel=1 if args[1] is None else 2, device=0)
         want = llama.apply_rotary_pos_emb(q, k, *args[2:])  # HF's takes no k=None
         assert got[1] is None if args[1] is None else same(got[1], want[1])
         assert same(got[0], want[0]) and all(
@@ -275,8 +291,11 @@ def test_rotary_embedding_torch_interleaved_layout(dtype):
     L, dim = 300, 32
     x = torch.randn(2, 3, L, dim).to(dtype)
     cos, sin = rounded_caches(L, dim, dtype, layout="interleaved", offset=40)
-    want = x * cos + ret.rotary_embedding_torch.rotate_half(x) * sin
-    assert same(st.rope_(x.clone(), offset=40, layout="interleaved"), want)
+    rotated = ret.rotary_embedding_torch.rotate_half(x)
+    want = x * cos + rotated * sin
+    bound = device_rotation_bound(torch, x, cos, sin, rotated)
+    assert same_or_within_device_bound(torch, st.rope_(x.clone(), offset=40,
+                                                       layout="interleaved"), want, bound)
     if dtype is torch.float32:
         rotary = ret.RotaryEmbedding(dim)
         theirs = rotary.rotate_queries_or_keys(x, offset=40)
@@ -302,24 +321,43 @@ CALLS = {
 
 
 def contract(x, kw, inverse=False):
-    """The contract's bits, from NumPy's formula in tests/test_rope.py."""
+    """The contract's bits, from NumPy's formula in tests/test_rope.py, and how far the
+    device path may lie from them (``rotated_by``)."""
     import test_rope
     args = {k: (v.numpy() if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
     exact = args.pop("exact", False)
     cos, sin = test_rope.caches(tuple(x.shape), inverse=inverse, **args)
+    return rotated_by(x, cos, sin, args.get("layout", "concatenated"), exact,
+                      args.get("scale", 1.0))
+
+
+def rotated_by(x, cos, sin, layout, exact, scale):
+    """``x`` rotated as the contract says by sinpe's float64 caches ``cos``, ``sin``
+    (NumPy arrays, times ``scale``, broadcasting against ``x[..., :r]``): the caches
+    rounded once to x's dtype, then torch's ``t * C + rotate_half(t) * S`` (float64 and
+    ``exact``: the float64 rotation rounded once); and how far the device path may lie
+    from it, element-wise (conftest.device_rotation_bound on the rotated features, 0 on
+    the others)."""
     r = cos.shape[-1]
-    layout = args.get("layout", "concatenated")
     part = x[..., :r]
     out = x.clone()
     if exact or x.dtype is torch.float64:
         wide = part.double()
-        out[..., :r] = tensors._round_once(wide * torch.from_numpy(cos)
-                                           + rotate_half(wide, layout) * torch.from_numpy(sin),
-                                           x.dtype)
+        c, s = torch.from_numpy(cos), torch.from_numpy(sin)
+        out[..., :r] = tensors._round_once(wide * c + rotate_half(wide, layout) * s, x.dtype)
     else:
         c, s = (tensors._round_once(torch.from_numpy(a), x.dtype) for a in (cos, sin))
         out[..., :r] = part * c + rotate_half(part, layout) * s
-    return out
+    bound = torch.zeros(x.shape, dtype=torch.float64)
+    bound[..., :r] = device_rotation_bound(torch, part, c, s, rotate_half(part, layout), scale)
+    return out, bound
+
+
+def keeps_contract(got, x, kw, inverse=False) -> bool:
+    """``got`` is the contract's rotation of ``x`` (its bits on the kernel path, within the
+    device path's bound of them on the device path)."""
+    want, bound = contract(x, kw, inverse)
+    return same_or_within_device_bound(torch, got, want, bound)
 
 
 @pytest.mark.parametrize("path", ["kernel", "torch ops"])
@@ -330,14 +368,14 @@ def test_rope_in_place_gives_the_contract_bits(call, dtype, path, monkeypatch):
         monkeypatch.setattr(tensors, "_kernel_writes", lambda tensor: False)
     shape, kw = CALLS[call]
     x = torch.randn(shape).to(dtype)
-    want = contract(x, kw)
     t = x.clone()
     version = t._version
     assert st.rope_(t, **kw) is t
-    assert same(t, want), call
+    assert keeps_contract(t, x, kw), call
     assert t._version > version
+    before = x.clone()
     y = st.rope(x, **kw)  # out of place: the same bits, x untouched
-    assert same(y, want) and same(x, x.clone())
+    assert same(y, t) and same(x, before)
 
 
 @pytest.mark.parametrize("path", ["kernel", "torch ops"])
@@ -351,11 +389,11 @@ def test_rope_backward_is_the_transposed_rotation(path, monkeypatch):
     g = torch.randn(2, 3, 9, 16, dtype=torch.float32)
     xf = torch.randn(2, 3, 9, 16, requires_grad=True)
     st.rope(xf, **kw).backward(g)
-    assert same(xf.grad, contract(g, kw, inverse=True))
+    assert keeps_contract(xf.grad, g, kw, inverse=True)
     # an expanded gradient (zero strides) is read as it is
     xe = torch.randn(2, 3, 9, 16, requires_grad=True)
     st.rope(xe, **kw).sum().backward()
-    assert same(xe.grad, contract(torch.ones(2, 3, 9, 16), kw, inverse=True))
+    assert keeps_contract(xe.grad, torch.ones(2, 3, 9, 16), kw, inverse=True)
 
 
 def test_rope_trains_a_parameter():
@@ -373,19 +411,19 @@ def test_rope_trains_a_parameter():
 def test_rope_in_place_on_views_and_inference_tensors():
     x = torch.randn(2, 8, 3, 16)
     q = x.transpose(1, 2)  # (B, H, L, D) view of (B, L, H, D) memory
-    want = contract(q.clone(), dict(offset=4))
+    before = q.clone()
     st.rope_(q, offset=4)
-    assert same(q.contiguous(), want)
+    assert keeps_contract(q.contiguous(), before, dict(offset=4))
     with torch.inference_mode():
         t = torch.randn(1, 2, 3, 8)
-        want = contract(t.clone(), dict(offset=1))
+        before = t.clone()
         st.rope_(t, offset=1)
-    assert same(t, want)
+        assert keeps_contract(t, before, dict(offset=1))
     view = torch.randn(2, 5, 8, dtype=torch.complex64).conj().imag
     assert view.is_neg()  # memory the kernel cannot address: torch's ops write it
-    want = contract(view.clone(), dict(offset=2))
+    before = view.clone()
     st.rope_(view, offset=2)
-    assert same(view.clone(), want)
+    assert keeps_contract(view.clone(), before, dict(offset=2))
 
 
 REFUSALS = [
@@ -406,8 +444,17 @@ REFUSALS = [
 ]
 
 
+def refusal_cases() -> list:
+    """REFUSALS' indices; that of positions beyond MAX_POSITION (read on the host) holds
+    the kernel path alone (test_positions_out_of_range_are_refused_or_rotate_to_nan)."""
+    positions = kernel_path("refusal of positions beyond MAX_POSITION (read on the host)",
+                            "rotates them to NaN")
+    return [pytest.param(case, marks=positions) if words == "positions" else case
+            for case, (_, _, words) in enumerate(REFUSALS)]
+
+
 @pytest.mark.parametrize("path", ["kernel", "torch ops"])
-@pytest.mark.parametrize("case", range(len(REFUSALS)))
+@pytest.mark.parametrize("case", refusal_cases())
 def test_refusals_raise_documented_errors(case, path, monkeypatch):
     if path == "torch ops":
         monkeypatch.setattr(tensors, "_kernel_writes", lambda tensor: False)
@@ -423,3 +470,18 @@ def test_inference_tensor_outside_inference_mode_is_refused_unchanged():
     with pytest.raises(ValueError, match="inference"):
         st.rope_(t)
     assert (t == 1).all()
+
+
+def test_positions_out_of_range_are_refused_or_rotate_to_nan():
+    """Beyond +-MAX_POSITION: the kernel path reads the positions and refuses them
+    (REFUSALS); the device path reads none on the host: its caches there are NaN, and so
+    is what they rotate, the other rows the contract's."""
+    x = torch.ones(3, 8)
+    positions = torch.tensor([0, 2**24 + 1, -(2**24) - 1])
+    if not on_device_path():
+        with pytest.raises(ValueError, match="positions"):
+            st.rope(x, positions=positions)
+        return
+    for got in (st.rope(x, positions=positions), st.rope_(x.clone(), positions=positions)):
+        assert keeps_contract(got[:1], x[:1], dict(positions=positions[:1]))
+        assert got[1:].isnan().all()

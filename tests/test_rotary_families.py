@@ -15,9 +15,10 @@ context length, against transformers' own modules.
   attention layers) and sinpe's checks of the rope parameters come before
   transformers' code runs.
 * Long context: a 10M-context config keeps a table of the positions asked for, not
-  of ``max_position_embeddings``; positions past ``sinpe.MAX_POSITION`` are refused
-  naming them.  Every integer dtype of ``position_ids`` works; on the meta device
-  forward makes no kernel call.
+  of ``max_position_embeddings`` (on the kernel path; the device path keeps no tables of
+  rows); positions past ``sinpe.MAX_POSITION`` are refused naming them (on the device
+  path, which does not read them on the host: NaN caches there).  Every integer dtype
+  of ``position_ids`` works; on the meta device forward makes no kernel call.
 """
 from __future__ import annotations
 
@@ -25,7 +26,14 @@ import functools
 import types
 
 import pytest
-from conftest import MAX_POSITION, require, require_module, require_torch
+from conftest import (
+    MAX_POSITION,
+    kernel_path,
+    on_device_path,
+    require,
+    require_module,
+    require_torch,
+)
 
 import sinpe
 
@@ -322,6 +330,8 @@ def test_float_max_position_embeddings_as_transformers_accepts():
 # -- any context length --------------------------------------------------------------------
 
 
+@kernel_path("tables of rows, grown with the positions asked for",
+             "keeps no tables of rows: fixed angle tables serve every position")
 @pytest.mark.parametrize("name, length", [("llama", 10_485_760), ("llama", 2**40),
                                           ("llama4 scout", 10_485_760)])
 def test_a_long_context_keeps_the_table_of_the_positions_asked_for(name, length):
@@ -343,6 +353,11 @@ def test_positions_past_the_promise_are_refused_naming_them():
     x = torch.zeros(1)
     assert module(x, torch.tensor([[MAX_POSITION, -MAX_POSITION]]))[0].shape == (1, 2, 128)
     for far in (MAX_POSITION + 1, -MAX_POSITION - 1):
+        if on_device_path():  # not read on the host: NaN at that position alone
+            got = module(x, torch.tensor([[5, far]]))
+            for g, n in zip(got, module(x, torch.tensor([[5]]))):
+                assert torch.equal(g[:, :1], n) and g[:, 1].isnan().all()
+            continue
         with pytest.raises(ValueError, match=f"position {far} "):
             module(x, torch.tensor([[5, far]]))
     assert not module._rotary_of(None).tables  # nothing kept for the refused calls

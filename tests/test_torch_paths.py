@@ -20,7 +20,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import bits
+from conftest import bits, kernel_path
 
 import sinpe
 
@@ -230,13 +230,21 @@ def test_meta_module_loads_a_state_dict_with_assign(st, torch):
     assert same_bits(torch, module.pe, cpu.pe)
 
 
-def test_reset_parameters_rewrites_the_table_in_place(st, torch, encode_calls):
+def test_reset_parameters_rewrites_the_table_in_place(st, torch):
     module = st.PositionalEncoding(16, max_len=40, batch_first=False)
     table = module.pe.clone()
     address = module.pe.data_ptr()
     module.pe.zero_()
     module.reset_parameters()
     assert module.pe.data_ptr() == address and same_bits(torch, module.pe, table)
+
+
+@kernel_path("writes into the buffer's own memory",
+             "copies rows of its kept table into the buffer")
+def test_reset_parameters_has_the_kernel_write_the_buffer(st, torch, encode_calls):
+    module = st.PositionalEncoding(16, max_len=40, batch_first=False)
+    address = module.pe.data_ptr()
+    module.reset_parameters()
     assert encode_calls[-1] == (40, 16, address)
 
 

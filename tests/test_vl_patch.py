@@ -20,7 +20,8 @@ positions) shifted by 3000, where float32 angles drift:
 (b) undo() gives back HF's logits bit for bit, and HF's apply functions.
 (c) the text rotary module, the vision rotary module and both apply functions
     were swapped, and on the CPU sinpe's kernel rotates every query and key of
-    the text layers and the vision blocks.
+    the text layers and the vision blocks (on the device path, ``SINPE_TORCH_PATH=device``,
+    none: device operations alone).
 (d) decoding: 8 steps with a KV cache after the image (transformers' positions from
     its rope deltas, time, height and width alike) give the patched model's own
     full-forward logits within twice HF's own gap between the same two
@@ -38,7 +39,7 @@ import contextlib
 import copy
 
 import pytest
-from conftest import require, require_module, require_torch
+from conftest import by_path, require, require_module, require_torch
 
 torch = require_torch()
 transformers = require("transformers")
@@ -231,8 +232,9 @@ def test_both_towers_were_patched_and_the_kernel_rotates_them(run):
     assert sorted(handle.rotary) == ["model.language_model.rotary_emb",
                                      "model.visual.rotary_pos_emb"]
     config = run["model"].config
-    # a query and a key per text layer and per vision block
-    assert run["calls"] == 2 * (config.text_config.num_hidden_layers + config.vision_config.depth)
+    # a query and a key per text layer and per vision block (on the device path: none)
+    rotated = 2 * (config.text_config.num_hidden_layers + config.vision_config.depth)
+    assert run["calls"] == by_path(kernel=rotated, device=0)
 
 
 def decode(model, feed, prompt):
