@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import sinpe
-from conftest import assert_bits_equal, kernel_path, numpy_add, require
+from conftest import assert_bits_equal, by_path, numpy_add, require
 
 ml_dtypes = require("ml_dtypes")  # NumPy's bfloat16: every test here needs it
 
@@ -179,13 +179,13 @@ CTRL_C_CHILD = textwrap.dedent(r"""
 """)
 
 
-@kernel_path("all-or-nothing add_ under Ctrl-C (one kernel call, the interrupt raised after it)",
-             "adds by torch's ops, mul_ then add_: a Ctrl-C between them leaves the tensor "
-             "scaled, the table not added")
 def test_ctrl_c_during_a_torch_bfloat16_add_leaves_it_all_added(torch, tmp_path):
-    """An add is all or nothing: Ctrl-C is raised after it, never halfway."""
+    """An add is all or nothing: Ctrl-C is raised after it, never halfway.  (On the
+    device path torch's ops compute the result and write it back in one copy: the
+    interrupt comes before that write, none added, or after it, all added.)"""
     result = subprocess.run([sys.executable, "-c", CTRL_C_CHILD], cwd=tmp_path,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert report == {"outcome": "KeyboardInterrupt", "batches_added": 64}
+    assert report["outcome"] == "KeyboardInterrupt"
+    assert report["batches_added"] in by_path(kernel=(64,), device=(0, 64))
