@@ -191,3 +191,52 @@ def test_refusals_change_nothing():
         with pytest.raises(ValueError, match="already patched"):
             st.patch(model)
     assert not any("forward" in vars(m) for m in model.modules())
+
+
+def test_bfloat16_timesteps_are_read_at_every_step():
+    """Whether a module reads its inputs' values is seen on values that all differ:
+    ``t + 1`` leaves a bfloat16 1000 as it is, and a module that reads the timestep
+    must not be kept by the timestep's shape."""
+    from diffusers.models.embeddings import Timesteps
+
+    module = Timesteps(256, flip_sin_to_cos=True, downscale_freq_shift=0)
+    with st.patch(module):
+        first = module(torch.tensor([1000.0], dtype=torch.bfloat16))
+        later = module(torch.tensor([500.0], dtype=torch.bfloat16))
+        again = module(torch.tensor([500.0], dtype=torch.bfloat16))
+    assert not torch.equal(first, later) and torch.equal(later, again)
+
+
+def test_an_expanded_timestep_is_taken_as_it_is():
+    """A pipeline passes ``t.expand(batch)``: a stride of 0."""
+    from diffusers.models.embeddings import Timesteps
+
+    module = Timesteps(64, flip_sin_to_cos=False, downscale_freq_shift=1)
+    t = torch.tensor(500.0)
+    with st.patch(module):
+        got = [module(t.expand(3)), module(t.expand(3)), module((t + 1).expand(3))]
+    assert torch.equal(got[0], got[1]) and got[0].shape == (3, 64)
+    assert not torch.equal(got[0], got[2])
+
+
+def test_tables_made_on_the_mac_branch_are_made_again_on_the_float64_one(monkeypatch):
+    """Wan built where MPS exists has float32 tables, off by their float32 angles at
+    long positions: the first-call check allows for its constructor's angles, and the
+    stand-in gives the float64 branch's bits."""
+    import warnings
+
+    from diffusers.models.transformers.transformer_wan import WanRotaryPosEmbed
+
+    latent = torch.zeros(1, 16, 3, 32, 32)
+    plain = WanRotaryPosEmbed(128, (1, 2, 2), 1024)
+    with st.patch(plain):
+        want = plain(latent)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    mac = WanRotaryPosEmbed(128, (1, 2, 2), 1024)
+    monkeypatch.undo()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with st.patch(mac) as handle:
+            got = mac(latent)
+    assert handle.kept == {}
+    assert all(same(a, b) for a, b in zip(got, want))

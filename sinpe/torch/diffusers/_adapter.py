@@ -94,11 +94,12 @@ def _model_plan(model: nn.Module) -> Plan:
         handle.refuse_patched(module, name)
         what = f"the positional module {name or 'model'} ({type(module).__name__})"
         try:
-            cpu = rebuilt(module)
+            cpu, angle = rebuilt(module)
         except ValueError as exc:
             changes.kept[what] = str(exc)
             continue
-        call = ExactCall(_own(module, "forward"), _own(cpu, "forward"), _versions(module))
+        call = ExactCall(_own(module, "forward"), _own(cpu, "forward"), _versions(module),
+                         angle)
         changes.methods.append(MethodSwap(name, module, "forward", call, EXACT))
         changes.deferred.append((what, call))
         changes.families.add(discover.family_of(type(module).__module__))

@@ -26,19 +26,20 @@ from sinpe.torch.patching._taint import ExactAngles
 _EXACT_TABLES = (torch.float32, torch.float64, torch.complex64, torch.complex128)
 
 
-def rebuilt(module: nn.Module) -> nn.Module:
-    """``module`` on the CPU with exact tables (module docstring); ValueError where its
-    tables were cast and the constructor's arguments cannot be found."""
+def rebuilt(module: nn.Module) -> tuple[nn.Module, float]:
+    """``module`` on the CPU with exact tables (module docstring), and the largest angle
+    its constructor took the cosine or sine of (0.0 where it was copied); ValueError
+    where its tables were cast and the constructor's arguments cannot be found."""
     tables = {name: b for name, b in [*module.named_buffers(), *vars(module).items()]
               if isinstance(b, torch.Tensor) and (b.is_floating_point() or b.is_complex())}
     copied = copy.deepcopy(module).to("cpu")
     if not tables:
-        return copied
+        return copied, 0.0
     try:
-        fresh = _constructed(module)
+        fresh, angle = _constructed(module)
     except Exception as exc:
         if all(t.dtype in _EXACT_TABLES for t in tables.values()):
-            return copied  # its tables as its constructor made them
+            return copied, 0.0  # its tables as its constructor made them
         kinds = sorted({str(t.dtype) for t in tables.values()})
         raise ValueError(f"holds tables cast to {', '.join(kinds)} that sinpe cannot make "
                          f"again (its constructor's arguments are not its attributes: "
@@ -54,11 +55,12 @@ def rebuilt(module: nn.Module) -> nn.Module:
                              f"{tuple(table.shape)})")
     # the model's parameters and persistent buffers (a checkpoint's), the tables made anew
     fresh.load_state_dict(module.state_dict(), strict=False)
-    return fresh
+    return fresh, angle
 
 
-def _constructed(module: nn.Module) -> nn.Module:
-    """A new module of ``module``'s class from its constructor's arguments, on the CPU."""
+def _constructed(module: nn.Module) -> tuple[nn.Module, float]:
+    """A new module of ``module``'s class from its constructor's arguments, on the CPU,
+    and the largest angle its constructor took the cosine or sine of."""
     cls = type(module)
     arguments: dict[str, Any] = {}
     for parameter in list(inspect.signature(cls.__init__).parameters.values())[1:]:
@@ -68,5 +70,7 @@ def _constructed(module: nn.Module) -> nn.Module:
             arguments[parameter.name] = getattr(module, parameter.name)
         elif parameter.default is inspect.Parameter.empty:
             raise TypeError(f"no attribute for the argument {parameter.name!r}")
-    with _cpu_branches(), torch.device("cpu"), ExactAngles():
-        return cls(**arguments)
+    mode = ExactAngles()
+    with _cpu_branches(), torch.device("cpu"), mode:
+        made = cls(**arguments)
+    return made, mode.angle
