@@ -27,7 +27,8 @@ these paths:
 
 In float32, and in bfloat16: the model cast with ``model.to(torch.bfloat16)``, and for
 Wan also as ``from_pretrained(..., torch_dtype=torch.bfloat16)`` loads it (its
-``_keep_in_fp32_modules`` kept in float32, its tables as built: :func:`loaded_in`).
+``_keep_in_fp32_modules`` kept in float32, its tables as built: :func:`loaded_in`, the
+same dtypes and bits as ``from_pretrained`` gives for a saved copy of the tiny model).
 Patched models are patched after the cast, as a loaded model is.
 
 Measured: each positional module's outputs against the exact values of the inputs it
@@ -44,6 +45,7 @@ import json
 import math
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -200,7 +202,9 @@ def _flux_feed(t, latents, dtype, cond):
 
 
 def _wan_feed(t, latents, dtype, cond):
-    return dict(hidden_states=latents.to(dtype), timestep=t.expand(latents.shape[0]),
+    # (WanPipeline passes t.expand(batch), of stride 0: here the same values in a tensor
+    # of stride 1, t.repeat(batch))
+    return dict(hidden_states=latents.to(dtype), timestep=t.repeat(latents.shape[0]),
                 encoder_hidden_states=cond["text"].to(dtype), return_dict=False)
 
 
@@ -267,9 +271,10 @@ def conditions(spec: Spec) -> dict:
 
 
 def denoise(model: torch.nn.Module, spec: Spec, dtype: torch.dtype, cond: dict, steps: int,
-            seen: Callable[[str, Any, Any], None] | None = None) -> list[torch.Tensor]:
-    """The latents after each step (float64 copies); ``seen(name, input, output)`` of
-    every positional module's call."""
+            seen: Callable[[str, Any, Any], None] | None = None, first: int | None = None
+            ) -> list[torch.Tensor]:
+    """The latents after each step of ``steps`` (float64 copies; only the ``first`` steps
+    where given); ``seen(name, input, output)`` of every positional module's call."""
     hooks = [m.register_forward_hook(lambda m, a, out, name=name: seen(name, a[0], out))
              for name, m in positional(model).items()] if seen else []
     scheduler = spec.scheduler()
@@ -278,7 +283,7 @@ def denoise(model: torch.nn.Module, spec: Spec, dtype: torch.dtype, cond: dict, 
                                 else dtype) * getattr(scheduler, "init_noise_sigma", 1.0)
     out = []
     try:
-        for t in scheduler.timesteps:
+        for t in scheduler.timesteps[:first]:
             model_input = (scheduler.scale_model_input(latents, t)
                            if hasattr(scheduler, "scale_model_input") else latents)
             feed = spec.feed(t, model_input, dtype, cond)
@@ -292,7 +297,8 @@ def denoise(model: torch.nn.Module, spec: Spec, dtype: torch.dtype, cond: dict, 
     return out
 
 
-def reference(model: torch.nn.Module, spec: Spec, cond: dict, steps: int) -> list[torch.Tensor]:
+def reference(model: torch.nn.Module, spec: Spec, cond: dict, steps: int,
+              first: int | None = None) -> list[torch.Tensor]:
     """The exact reference: the model and the scheduler in float64 (every float32 value
     they make, made in float64), each positional module's outputs its exact values."""
     exact_model = copy.deepcopy(model).double()
@@ -301,14 +307,14 @@ def reference(model: torch.nn.Module, spec: Spec, cond: dict, steps: int) -> lis
     double = {k: (v.double() if isinstance(v, torch.Tensor) else v) for k, v in cond.items()}
     try:
         with InDouble():
-            return denoise(exact_model, spec, torch.float64, double, steps)
+            return denoise(exact_model, spec, torch.float64, double, steps, first=first)
     finally:
         for hook in hooks:
             hook.remove()
 
 
 def run_path(base: torch.nn.Module, spec: Spec, variant: str, path: str, cond: dict,
-             steps: int) -> dict:
+             steps: int, first: int | None = None) -> dict:
     """One path of one variant: the latents after each step, each positional module's
     largest distance from its exact values (over the run, and at the first step), and the
     positional outputs (their bits are compared between the patched paths)."""
@@ -326,14 +332,17 @@ def run_path(base: torch.nn.Module, spec: Spec, variant: str, path: str, cond: d
         errors[name].append(distance(out, exact[name](x)))
         outputs.append(out)
 
-    with float32_branch() if path.endswith("-mps") else contextlib.nullcontext():
+    with float32_branch() if path.endswith("-mps") else contextlib.nullcontext(), \
+            warnings.catch_warnings(record=True) as told:
+        warnings.simplefilter("always")
         handle = sinpe.torch.patch(model) if path.startswith("sinpe") else None
         try:
-            latents = denoise(model, spec, dtype, cond, steps, seen)
+            latents = denoise(model, spec, dtype, cond, steps, seen, first)
         finally:
             if handle is not None:
                 handle.undo()
     return {"latents": latents, "outputs": outputs,
+            "warnings": sorted({str(w.message) for w in told if "sinpe" in str(w.message)}),
             "positional": {name: max(e) for name, e in errors.items()},
             "positional_first": {name: e[0] for name, e in errors.items()},
             "table_dtypes": sorted({str(t.dtype).split(".")[1] for o in outputs
@@ -376,7 +385,8 @@ def measure(name: str, steps: int = STEPS) -> dict:
         for path, run in runs.items():
             row["paths"][path] = {
                 "positional": run["positional"], "positional_first": run["positional_first"],
-                "table_dtypes": run["table_dtypes"], "reference": _gaps(run["latents"], ref)}
+                "table_dtypes": run["table_dtypes"], "warnings": run["warnings"],
+                "reference": _gaps(run["latents"], ref)}
         if spec.branch:
             row["pairs"]["diffusers-mps - diffusers"] = _gaps(runs["diffusers-mps"]["latents"],
                                                               runs["diffusers"]["latents"])
@@ -404,10 +414,6 @@ def evidence(names: list[str] | None = None, steps: int = STEPS) -> dict:
 
 # -- the tables ---------------------------------------------------------------------------
 
-LABELS = {"diffusers": "diffusers, float64 branch", "diffusers-mps": "diffusers, float32 branch",
-          "sinpe": "patched", "sinpe-mps": "patched, float32 branch"}
-
-
 def _e(x: float) -> str:
     return "0" if x == 0 else f"{x:.1e}"
 
@@ -422,46 +428,51 @@ def _rows(results: dict):
             yield name, model, variant, row
 
 
+def _fell_back(paths: dict, path: str) -> str:
+    return " (diffusers' own)" if paths.get(path, {}).get("warnings") else ""
+
+
 def positions_markdown(results: dict) -> str:
     lines = [GENERATED, "",
              "| model | dtype | positional module | diffusers, float64 branch "
-             "| diffusers, float32 branch | patched |", "|---|---|---|---|---|---|"]
+             "| diffusers, float32 branch | patched | patched, float32 branch |",
+             "|---|---|---|---|---|---|---|"]
     for name, model, variant, row in _rows(results):
         paths = row["paths"]
         for module, kind in model["positional"].items():
-            mps = paths.get("diffusers-mps")
-            patched = max(paths[p]["positional"][module] for p in ("sinpe", "sinpe-mps")
-                          if p in paths)
+            cells = [_e(paths[p]["positional"][module]) + _fell_back(paths, p) if p in paths
+                     else "no branch" for p in PATHS]
             lines.append(f"| {name} | {VARIANTS[variant]} | `{module}` ({kind}) | "
-                         f"{_e(paths['diffusers']['positional'][module])} | "
-                         f"{_e(mps['positional'][module]) if mps else 'no branch'} | "
-                         f"{_e(patched)} |")
+                         + " | ".join(cells) + " |")
     lines += ["", "Each cell: the largest difference, over the run's calls, between the "
-              "module's outputs and the exact values of the inputs it was given."]
+              "module's outputs and the exact values of the inputs it was given. "
+              "*(diffusers' own)*: sinpe's check at the first call found its values too far "
+              "from diffusers' and kept diffusers' (with a warning)."]
     return "\n".join(lines) + "\n"
 
 
 def latents_markdown(results: dict) -> str:
     lines = [GENERATED, "",
-             "| model | dtype | diffusers, float64 branch | diffusers, float32 branch | patched "
-             "| float32 branch - float64 branch: diffusers / patched |", "|---|---|---|---|---|---|"]
+             "| model | dtype | diffusers - exact | patched - exact "
+             "| diffusers: float32 - float64 branch | patched: float32 - float64 branch |",
+             "|---|---|---|---|---|---|"]
     for name, model, variant, row in _rows(results):
         paths, scale = row["paths"], model["reference_rms"][-1]
-        mps = paths.get("diffusers-mps")
         if "identical" in row:
-            branches = (f"{_rel(row['pairs']['diffusers-mps - diffusers'][-1], scale)} / "
-                        + ("identical bits" if row["identical"]
-                           else _rel(row["pairs"]["sinpe-mps - sinpe"][-1], scale)))
+            branches = [_rel(row["pairs"]["diffusers-mps - diffusers"][-1], scale),
+                        "identical bits" if row["identical"] else
+                        _rel(row["pairs"]["sinpe-mps - sinpe"][-1], scale) + " (not identical)"]
         else:
-            branches = "no branch"
+            branches = ["no branch", "no branch"]
         lines.append(f"| {name} | {VARIANTS[variant]} | "
                      f"{_rel(paths['diffusers']['reference'][-1], scale)} | "
-                     f"{_rel(mps['reference'][-1], scale) if mps else 'no branch'} | "
-                     f"{_rel(paths['sinpe']['reference'][-1], scale)} | {branches} |")
+                     f"{_rel(paths['sinpe']['reference'][-1], scale)} | "
+                     + " | ".join(branches) + " |")
     lines += ["", f"Each cell: the largest difference of the latents after the last of "
-              f"{results['steps']} steps from the exact float64 run's (in parentheses: relative "
-              "to the root mean square of the exact run's latents), or between the two "
-              "branches' runs."]
+              f"{results['steps']} steps (in parentheses: relative to the root mean square of "
+              "the exact run's latents); diffusers and patched on the float64 branch, unless "
+              "named. *identical bits*: the two patched runs' positional values and latents "
+              "at every step."]
     return "\n".join(lines) + "\n"
 
 
@@ -471,16 +482,17 @@ def steps_markdown(results: dict) -> str:
         str(i + 1) for i in range(n)) + " |", "|" + "---|" * (n + 2)]
     for name, model, variant, row in _rows(results):
         series = {"diffusers - exact": row["paths"]["diffusers"]["reference"],
-                  "patched - exact": row["paths"]["sinpe"]["reference"]}
-        if "diffusers-mps - diffusers" in row["pairs"]:
+                  "patched - exact": row["paths"]["sinpe"]["reference"],
+                  "patched - diffusers": row["pairs"]["sinpe - diffusers"]}
+        if "identical" in row:
             series["diffusers: float32 - float64 branch"] = row["pairs"][
                 "diffusers-mps - diffusers"]
-        series["patched - diffusers"] = row["pairs"]["sinpe - diffusers"]
+            series["patched: float32 - float64 branch"] = row["pairs"]["sinpe-mps - sinpe"]
         for label, values in series.items():
             lines.append(f"| {name}, {VARIANTS[variant]} | {label} | "
                          + " | ".join(_e(v) for v in values) + " |")
     lines += ["", "Each cell: the largest difference of the latents after that step "
-              "(diffusers: its float64 branch; patched: either branch, the same bits)."]
+              "(on the float64 branch, unless named)."]
     return "\n".join(lines) + "\n"
 
 
