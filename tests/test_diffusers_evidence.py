@@ -8,9 +8,10 @@ holds every model, variant, path and step, and the first denoising step of the
 Flux-like model in float32 is computed again (about ten seconds), on both of
 diffusers' branches, patched and not, and against the exact float64 reference:
 
-- each positional module's distance from its exact values: diffusers' within 5% of the
-  committed cell (float32 rounding of the same angles: the same on any CPU to a few
-  of its last bits), sinpe's within half a float32 ulp (plus 2**-30) on both branches;
+- each positional module's distance from its exact values: diffusers' within 25% of the
+  committed cell (float32 roundings of the same angles and frequencies, whose float32
+  ``exp`` and ``pow`` may round otherwise on another CPU), sinpe's within half a float32
+  ulp (plus 2**-30) on both branches;
 - whether the two patched runs give the same bits, as the JSON says;
 - the latents' distances from the reference and between diffusers' branches: differences
   of nearly equal float32 numbers, whose last bits depend on the CPU's matrix kernels:
@@ -105,7 +106,7 @@ def test_the_positional_cells_at_the_first_step(first_step, committed):
             if path.startswith("sinpe"):
                 assert got <= HALF_ULP and want <= HALF_ULP, (path, module)
             else:
-                assert got == pytest.approx(want, rel=0.05), (path, module)
+                assert got == pytest.approx(want, rel=0.25), (path, module)
     # the float32 branch's RoPE and the float32 timestep embedding are off by more than
     # sinpe's rounding: what the page is about
     assert runs["diffusers-mps"]["positional_first"]["pos_embed"] > 10 * HALF_ULP
