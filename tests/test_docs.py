@@ -167,7 +167,8 @@ def test_every_python_block_is_found():
     assert sum(1 for p in BLOCKS if p.id.startswith("README.md")) == 3
     # the guides' examples, moved from the README, and the site's figures
     assert sum(1 for p in BLOCKS if p.id.startswith("docs/") and "-plot-" not in p.id) >= 17
-    assert sum(1 for p in BLOCKS if "-plot-" in p.id) == 9  # 3 on the drift page
+    assert sum(1 for p in BLOCKS if "-plot-" in p.id) == 10  # 3 on the drift page, 1 on
+    # the diffusers evidence page
     # the blocks skipped on the device path are those that assert the kernel path's facts
     blocks = {p.id: p.values[0] for p in BLOCKS}
     for name, (line, _, _) in KERNEL_PATH_BLOCKS.items():
