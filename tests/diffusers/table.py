@@ -67,7 +67,8 @@ def render(results: dict) -> str:
 
 
 def _row(name: str, result: dict) -> str:
-    why = str(result.get("why", "")).replace("|", "/").replace("\n", " ")
+    lines = [line.strip() for line in str(result.get("why", "")).splitlines() if line.strip()]
+    why = (lines[-1] if lines else "").replace("|", "/")  # (a traceback's last line)
     if result["status"] == "served":
         kept = "; ".join(f"{k}: {v}" for k, v in result.get("kept", {}).items())
         note = f" (kept: {kept[:160]})" if kept else ""
