@@ -23,6 +23,7 @@ import diffusers
 
 from .configs import tiny_config
 from .defaults import _statements, fill_value, instantiate, instantiate_default
+from .keys import AXES_RE, HEAD_DIM_RE, WIDTH_KEYS, is_int, is_int_list
 from .discover import model_classes, positional_kinds, positional_modules, settings
 from .probe import probe, tensors
 
@@ -96,9 +97,25 @@ def forward_config_repair(kwargs: dict, cls: type, error: BaseException | None) 
     None: 'NoneType' object is not callable / iterable): the key of the config named like
     it that is False becomes True (a flag that builds the module), or a None one gets its
     FILL_RULES value.  None when there is none."""
-    if error is None or not re.search(r"NoneType", f"{error}"):
+    if error is None:
         return None
-    for statement, _ in _statements(error)[:1]:
+    m = re.search(r"mat1 and mat2 shapes cannot be multiplied \(\d+x(\d+) and (\d+)x\d+\)",
+                  f"{error}")
+    if m:  # a model width the config sets apart from the width its layers were made for
+        have, want = int(m.group(1)), int(m.group(2))
+        key = next((k for k in WIDTH_KEYS if kwargs.get(k) == have), None)
+        return {**kwargs, key: want} if key else None
+    statements = _statements(error)
+    axes = next((k for k, v in kwargs.items() if AXES_RE.match(k) and is_int_list(v)), None)
+    if isinstance(error, IndexError) and axes and statements and "axes" in statements[0][0]:
+        # the code makes more position axes than the rope's axes widths: one more axis in
+        # front, as wide as the head width they leave
+        head = next((v for k, v in kwargs.items() if HEAD_DIM_RE.search(k) and is_int(v)), 0)
+        rest = head - sum(kwargs[axes])
+        return {**kwargs, axes: type(kwargs[axes])([rest, *kwargs[axes]])} if rest > 0 else None
+    if not re.search(r"NoneType", f"{error}"):
+        return None
+    for statement, _ in statements[:1]:
         for word in re.findall(r"self\.(?:config\.)?(\w+)", statement):
             for key, value in kwargs.items():
                 if value is False and key.endswith(word) and key != word:

@@ -24,7 +24,8 @@ from typing import Any
 
 import torch
 
-from .keys import is_int, is_int_list
+from .docshapes import bind, channel_axis, doc_constants, evaluate, meaning
+from .keys import LAYERS_RE, is_int, is_int_list
 
 BATCH = 2                 # two samples: two timesteps, one fractional and one large
 TIMESTEPS = (0.5, 999.0)  # timestep embeddings take real t
@@ -73,10 +74,10 @@ INPUT_RULES = [
 TIME_RE = re.compile(r"^(timesteps?|t|timestep_r|r_timestep|\w+_timesteps?|timestep_ratio|"
                      r"\w+_time|decoder_noise_time)$")
 TEXT_NAME_RE = re.compile(r"^(encoder_hidden_states\w*|cap_feats|text_bth|clip_text|"
-                          r"source_hidden_states|audio_encoder_hidden_states|context\w*|"
+                          r"source_hidden_states|audio_encoder_hidden_states|context(?!\w*latents)\w*|"
                           r"image_embeddings|image_embeds|\w+_embeds)$")
 POOLED_NAME_RE = re.compile(r"(pooled|global_hidden_states|proj_embedding)")
-MASK_RE = re.compile(r"mask$")
+MASK_RE = re.compile(r"mask(_t5|_\d)?$")  # a mask, or the mask of a second encoder's text
 # config keys holding the width of text inputs, most specific first (a text encoder's
 # width before the model's own projection: caption_channels is PixArt's T5 width while
 # its cross_attention_dim is the inner width)
@@ -140,6 +141,12 @@ class Sizes:
     lengths: dict[str, int] = field(default_factory=dict)
     ints: set[str] = field(default_factory=set)
     dict_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    docs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    dropped: set[str] = field(default_factory=set)
+    stacks: dict[str, int] = field(default_factory=dict)
+    batched_lists: bool = False
+    doc_inputs: set[str] = field(default_factory=set)
+    bound: dict[str, int] = field(default_factory=dict)
 
     @property
     def latent_frames(self) -> int:
@@ -177,10 +184,31 @@ def sizes(kwargs: dict) -> Sizes:
                  text_len=_first_int(kwargs, TEXT_LEN_KEYS, TOKENS))
 
 
-def layouts(s: Sizes) -> list[str]:
+def layouts(s: Sizes, main_doc: tuple[str, ...] | None = None) -> list[str]:
     video = [x for x in LAYOUTS if x.startswith("video")]
     rest = [x for x in LAYOUTS if not x.startswith("video")]
-    return video + rest if s.video else rest[:2] + video + rest[2:]
+    order = video + rest if s.video else rest[:2] + video + rest[2:]
+    first = doc_layouts(main_doc, s.video) if main_doc else []
+    return first + [x for x in order if x not in first]
+
+
+def doc_layouts(dims: tuple[str, ...], video: bool) -> list[str]:
+    """The layouts the main input's documented shape names (its rank and where its channels
+    sit), most likely first."""
+    axis = channel_axis(dims)
+    if len(dims) == 5:
+        return {1: ["video"], 2: ["video_fc"], 4: ["video_cl"]}.get(axis, [])
+    if len(dims) == 4:
+        return ["image"] if axis in (1, None) else []
+    if len(dims) == 3:
+        if axis == 1:
+            return ["sequence"]
+        if meaning(dims[1]) == "tokens" or "token" in dims[1]:
+            return ["video_tokens", "tokens"] if video else ["tokens", "video_tokens"]
+        return ["sequence_t", "tokens"]
+    if len(dims) == 2:
+        return ["vector"]
+    return []
 
 
 def _tokens(s: Sizes) -> int:
@@ -249,6 +277,8 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
     annotation = str(param.annotation)
     if name == "return_dict":
         return False
+    if name in s.dropped:
+        return MISSING
     if name in s.lengths:
         return torch.ones(s.lengths[name])
     if name in s.ints:
@@ -315,6 +345,8 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
         return torch.full((b,), text_tokens(name, kwargs, s), dtype=torch.int64)
     if re.search(r"partition", name):
         return [s.latent_frames if s.video_layout else 1]
+    if re.search(r"(list|List|tuple|Tuple)\[int", annotation):  # indices into a table: the first
+        return [0]
     if name == "controlnet_cond" and is_int(kwargs.get("conditioning_channels")) and \
             s.layout == "image" and name not in s.widths:
         up = 2 ** max(0, len(kwargs.get("conditioning_embedding_out_channels") or [0]) - 1)
@@ -339,6 +371,130 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
     return MISSING
 
 
+_INT_NAME_RE = re.compile(r"(ids?|indices|indexes|index|segment\w*|tags?|types?|indicator|labels?)$")
+_BOOL_NAME_RE = re.compile(r"(drop|_bool)$")
+
+
+def _doc_env(name: str, kwargs: dict, s: Sizes) -> dict[str, int]:
+    """The value of each meaning of docshapes.SYMBOLS for the input ``name``: its latent
+    tokens are text tokens for a text input."""
+    text = text_tokens(name, kwargs, s)
+    textual = bool(TEXT_NAME_RE.match(name) or (MASK_RE.search(name) and any(
+        w in name for w in ("encoder", "text", "cap", "prompt"))))
+    return {"batch": s.batch, "channels": s.channels, "frames": s.frames, "height": s.side,
+            "width": s.side, "patch_height": s.grid, "patch_width": s.grid,
+            "tokens": text if textual else _tokens(s), "text": text}
+
+
+def doc_shape(name: str, kwargs: dict, s: Sizes, like: Any = None) -> tuple[int, ...] | None:
+    """The shape the forward's docstring gives ``name``, its names evaluated (docshapes); a
+    dimension it cannot read is taken from ``like`` (same rank: the same axis; else its last
+    axis for the last), else None."""
+    dims = s.docs.get(name)
+    if not dims:
+        return None
+    env = _doc_env(name, kwargs, s)
+    out = []
+    for i, dim in enumerate(dims):
+        v = evaluate(dim, env, kwargs, s.bound)
+        if v is None and i == 0 and dim.strip() == "N":  # (N, C, H, W): N counts samples
+            v = s.batch
+        if v is None and isinstance(like, torch.Tensor) and like.dim() >= 1:
+            if like.dim() == len(dims):
+                v = like.shape[i]
+            elif i == len(dims) - 1:
+                v = like.shape[-1]
+        if v is None:
+            return None
+        out.append(int(v))
+    return tuple(out)
+
+
+def _positions(shape: tuple[int, ...], s: Sizes) -> torch.Tensor:
+    """Position ids of a documented shape (..., rows, axes): the latent grid's rows (frame,
+    row, column), after zero rows of text when there are more rows than grid tokens."""
+    rows, axes = shape[-2], shape[-1]
+    grid = s.grid * s.grid * (s.latent_frames if s.video_layout else 1)
+    sub = Sizes(**{**s.__dict__, "axes": axes})
+    ids = _ids(min(rows, grid), sub, True) if rows >= grid or rows % (s.grid * s.grid) == 0 \
+        else _ids(rows, sub, False)
+    if rows > grid:
+        ids = torch.cat([torch.zeros(rows - grid, axes), ids])
+    return ids.expand(shape).clone()
+
+
+def doc_value(name: str, value: Any, kwargs: dict, s: Sizes, g: torch.Generator,
+              constants: tuple[int, ...] = ()) -> Any:
+    """``value`` in the shape the docstring gives ``name`` (unchanged when it has it or no
+    shape can be read): timesteps broadcast along the new axes, position ids over the grid,
+    integer inputs keep their fill (ones for masks; tags cycle through the module constants
+    the docstring names), others are drawn again."""
+    shape = doc_shape(name, kwargs, s, value)
+    if shape is None or (isinstance(value, torch.Tensor) and tuple(value.shape) == shape) or \
+            (value is not MISSING and not isinstance(value, torch.Tensor)):
+        return value
+    if isinstance(value, torch.Tensor) and TIME_RE.match(name) and value.dim() == 1 and \
+            shape[0] == value.shape[0]:
+        return value.reshape(-1, *[1] * (len(shape) - 1)).expand(shape).clone()
+    if re.search(r"position|_ids$|coords", name) and value is not MISSING and \
+            not _INT_NAME_RE.search(name.replace("position_ids", "")) and len(shape) >= 2 and \
+            shape[-1] <= 4:
+        return _positions(shape, s)
+    if value is MISSING or not value.is_floating_point():
+        if _BOOL_NAME_RE.search(name):
+            return torch.zeros(shape, dtype=torch.bool)
+        if MASK_RE.search(name) or (isinstance(value, torch.Tensor) and value.dtype == torch.bool):
+            return torch.ones(shape, dtype=value.dtype if isinstance(value, torch.Tensor)
+                              else torch.int64)
+        if constants:  # tags: the values the docstring names, in turn along the last axis
+            row = torch.tensor([constants[i % len(constants)] for i in range(shape[-1])])
+            return row.expand(shape).clone()
+        if value is MISSING and not _INT_NAME_RE.search(name):
+            return torch.randn(shape, generator=g)
+        return torch.zeros(shape, dtype=torch.int64)
+    return torch.randn(shape, generator=g)
+
+
+def sibling_value(name: str, built: dict) -> Any:
+    """A required input no rule or docstring shapes, named like one already built (the
+    longest shared prefix, 4 characters at least: prior_token_drop, prior_token_id): a
+    tensor of its shape, bool zeros for a drop flag, ones for a mask, zeros for ids, else
+    random; MISSING when there is none."""
+    def shared(other: str) -> int:
+        n = 0
+        while n < min(len(name), len(other)) and name[n] == other[n]:
+            n += 1
+        return n
+    others = [(shared(n), n) for n, v in built.items() if isinstance(v, torch.Tensor)]
+    n, other = max(others, default=(0, ""))
+    if n < 4:
+        return MISSING
+    shape = built[other].shape
+    if _BOOL_NAME_RE.search(name):
+        return torch.zeros(shape, dtype=torch.bool)
+    if MASK_RE.search(name):
+        return torch.ones(shape, dtype=torch.int64)
+    if _INT_NAME_RE.search(name):
+        return torch.zeros(shape, dtype=torch.int64)
+    return torch.randn(shape)
+
+
+def stacked_inputs(model: torch.nn.Module, kwargs: dict) -> dict[str, int]:
+    """Inputs the forward indexes by the entries of a config list (``x[k] for k in
+    self.config.llama_layers``: one tensor per layer of a text encoder, stacked in front):
+    name -> the length of the stack (the largest entry + 1)."""
+    try:
+        source = inspect.getsource(type(model).forward)
+    except (OSError, TypeError):
+        return {}
+    out = {}
+    for name, var, key in re.findall(r"(\w+)\[(\w+)\]\s+for\s+(?:\w+,\s*)?\2\s+in\s+"
+                                     r"self\.config\.(\w+)", source):
+        if is_int_list(kwargs.get(key)):
+            out[name] = max(kwargs[key]) + 1
+    return out
+
+
 def with_rank(value: torch.Tensor, rank: int, s: Sizes) -> torch.Tensor:
     """value with ``rank`` axes: a (B,) vector repeated per frame, else axes of one inserted
     before the last."""
@@ -356,6 +512,16 @@ def as_list(value: Any) -> Any:
     return value
 
 
+def list_value(name: str, value: torch.Tensor, kwargs: dict, s: Sizes) -> list:
+    """The value of a parameter annotated as a list: one batched tensor per layer for a
+    ``*_layers`` name (the config's layer counts added up), else the samples of the batch, or
+    (``batched_lists``, after an error) a list of one batched tensor."""
+    if name.endswith("_layers"):
+        n = sum(v for k, v in kwargs.items() if LAYERS_RE.search(k) and is_int(v)) or 1
+        return [value.clone() for _ in range(n)]
+    return [value] if s.batched_lists else as_list(value)
+
+
 def forward_parameters(model: torch.nn.Module) -> list[tuple[str, inspect.Parameter]]:
     return [(n, p) for n, p in inspect.signature(model.forward).parameters.items()
             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
@@ -369,16 +535,24 @@ def synthesise(model: torch.nn.Module, kwargs: dict, s: Sizes, seed: int) -> tup
         return {}, "the forward takes no named parameters"
     main, main_param = params[0]
     x = main_input(s, g, s.widths.get(main))
+    s.bound = bind(s.docs[main], tuple(x.shape), kwargs) if main in s.docs else {}
     out: dict[str, Any] = {main: as_list(x) if "list" in str(main_param.annotation) else x}
     for name, param in params[1:]:
         value = value_for(name, param, kwargs, s, x, g)
+        required = param.default is inspect.Parameter.empty
+        if name in s.doc_inputs or (value is MISSING and required):
+            value = doc_value(name, value, kwargs, s, g, doc_constants(model, name))
+        if value is MISSING and required:
+            value = sibling_value(name, out)
+        if name in s.stacks and isinstance(value, torch.Tensor):
+            value = value.expand(s.stacks[name], *value.shape).clone()
         if value is MISSING:
-            if param.default is inspect.Parameter.empty:
+            if required:
                 return out, f"no input rule for the required argument {name!r}"
             continue
         if name in s.ranks and isinstance(value, torch.Tensor):
             value = with_rank(value, s.ranks[name], s)
         if "list" in str(param.annotation).lower() and isinstance(value, torch.Tensor):
-            value = as_list(value)
+            value = list_value(name, value, kwargs, s)
         out[name] = value
     return out, ""

@@ -24,8 +24,9 @@ from typing import Any, Iterator
 import torch
 
 from .defaults import _statements
-from .inputs import (BATCH, MASK_RE, MISSING, Sizes, forward_parameters, layouts, sizes,
-                     synthesise, value_for)
+from .docshapes import doc_shapes
+from .inputs import (BATCH, MASK_RE, MISSING, TIME_RE, Sizes, doc_shape, forward_parameters,
+                     layouts, sizes, stacked_inputs, synthesise, value_for)
 
 PROBE_BUDGET = 8.0  # CPU seconds of forward attempts per model
 ATTEMPT_LIMIT = 5.0  # wall seconds one forward may take (an alarm stops it, main thread only)
@@ -84,12 +85,19 @@ def _rows(value: torch.Tensor) -> int:
 TOKEN_LAYOUTS = ("tokens", "video_tokens", "sequence_t", "vector", "video_cl")
 
 
+def _read_part(statement: str) -> str:
+    """A statement without the targets of its assignment."""
+    m = re.match(r"\s*[\w\s,.\[\]]+?=(?!=)", statement)
+    return statement[m.end():] if m else statement
+
+
 def _named_first(candidates: list[str], statements: list[str]) -> list[str]:
     """The candidates in the order the failing statements (innermost first) name them, those
     no statement names last."""
-    def rank(name: str) -> int:
+    def rank(name: str) -> int:  # what a statement reads (not what it assigns)
         return next((i for i, st in enumerate(statements)
-                     if re.search(rf"(?<![.\w]){re.escape(name)}\b", st)), len(statements))
+                     if re.search(rf"(?<![.\w]){re.escape(name)}\b", _read_part(st))),
+                    len(statements))
     return sorted(candidates, key=rank)
 
 
@@ -106,13 +114,15 @@ def _width_repair(error: str, inputs: dict, main: str, layout: str,
             if name == main and layout not in TOKEN_LAYOUTS:
                 continue
             if isinstance(value, list) and value and isinstance(value[0], torch.Tensor):
-                value = torch.stack(value) if all(v.shape == value[0].shape for v in value) \
-                    else value[0]
+                value = value[0]  # a list's items go through the layer one by one
             if isinstance(value, torch.Tensor) and value.is_floating_point() and \
                     value.dim() >= 2 and value.shape[-1] == have:
                 candidates.append((_rows(value) != rows, name))
         best = [n for r, n in candidates if not r] or [n for _, n in candidates]
-        return (_named_first(best, statements)[0], want) if best else None
+        # the main input went through its own embedding first: another input is likelier
+        best = sorted(best, key=lambda n: n == main)
+        return (_named_first(best, statements)[0], want) if best else \
+            _expanded(inputs, main, layout, have, want)
     m = re.search(r"expected input\[.*\] to have (\d+) channels, but got (\d+) channels", error)
     if m:
         want, have = int(m.group(1)), int(m.group(2))
@@ -121,8 +131,58 @@ def _width_repair(error: str, inputs: dict, main: str, layout: str,
         found = [name for name, value in inputs.items()
                  if isinstance(value, torch.Tensor) and value.dim() >= 3 and
                  value.shape[axis if name == main else 1] == have]
-        return (_named_first(found, statements)[0], want) if found else None
+        return (_named_first(found, statements)[0], want) if found else \
+            _expanded(inputs, main, layout, have, want)
     return None
+
+
+def _main_width(inputs: dict, main: str, layout: str) -> int | None:
+    value = inputs.get(main)
+    if not isinstance(value, torch.Tensor) or value.dim() < 2:
+        return None
+    return value.shape[{"video_fc": 2, "tokens": -1, "video_tokens": -1, "sequence_t": -1,
+                        "video_cl": -1, "vector": -1}.get(layout, 1)]
+
+
+def _expanded(inputs: dict, main: str, layout: str, have: int,
+              want: int) -> tuple[str, int] | tuple[str, int, dict] | None:
+    """No input has the width a layer got: the forward made it of the main input's channels,
+    k times (Fourier features, channels patched in: the main input gets want // k), or
+    concatenated the main input with inputs of its shape (the main input gets what they
+    leave of want, each of them an equal part when they take it all)."""
+    c = _main_width(inputs, main, layout)
+    if not c:
+        return None
+    if have % c == 0 and have > c and want % (have // c) == 0:
+        return main, want // (have // c)
+    x = inputs[main]
+    axis = {"video_fc": 2, "tokens": -1, "video_tokens": -1, "sequence_t": -1, "video_cl": -1,
+            "vector": -1}.get(layout, 1) % x.dim()
+    others = {n: v.shape[axis] for n, v in inputs.items() if n != main and
+              isinstance(v, torch.Tensor) and v.dim() == x.dim() and v.is_floating_point() and
+              all(a == b for i, (a, b) in enumerate(zip(v.shape, x.shape)) if i != axis)}
+    if others and sum(others.values()) + c == have:
+        rest = want - sum(others.values())
+        if rest > 0:
+            return main, rest
+        part = want // (len(others) + 1)
+        if part > 0:
+            return main, want - part * len(others), {n: part for n in others}
+    return None
+
+
+def _doc_repair(inputs: dict, s: Sizes, kwargs: dict, main: str) -> bool:
+    """The inputs whose value differs from the shape the forward's docstring gives them take
+    that shape (inputs.doc_value), all at once."""
+    found = []
+    for name, value in inputs.items():
+        if name == main or name in s.doc_inputs or not isinstance(value, torch.Tensor):
+            continue
+        shape = doc_shape(name, kwargs, s, value)
+        if shape is not None and tuple(value.shape) != shape:
+            found.append(name)
+    s.doc_inputs.update(found)
+    return bool(found)
 
 
 def _none_repair(e: BaseException, error: str, params: dict, inputs: dict) -> set[str]:
@@ -172,9 +232,36 @@ def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
     main = next(iter(inputs))
     statements = [st for st, _ in _statements(e)]
     fix = _width_repair(error, inputs, main, layout, statements)
-    if fix is not None and s.widths.get(fix[0]) != fix[1]:
+    if fix is not None and (s.widths.get(fix[0]) != fix[1] or len(fix) > 2):
         s.widths[fix[0]] = fix[1]
+        if len(fix) > 2:
+            if all(s.widths.get(n) == w for n, w in fix[2].items()):
+                return False
+            s.widths.update(fix[2])
         return True
+    if _doc_repair(inputs, s, kwargs, main):
+        return True
+    if "'NoneType' object is not callable" in error and statements:
+        # self.absent_module(an optional input we gave): leave that input out
+        called = re.findall(r"self\.\w+\(\s*(\w+)", statements[0])
+        drop = [n for n in called if n in inputs and n not in s.dropped and
+                params.get(n) is not None and params[n].default is not inspect.Parameter.empty]
+        if drop:
+            s.dropped.update(drop)
+            s.forced -= set(drop)
+            return True
+    m = re.search(r"too many indices for tensor of dimension (\d+)", error)
+    if m:
+        k = int(m.group(1))
+        for statement in statements[:2]:
+            for name in re.findall(r"(?<![.\w])(\w+)\[", statement):
+                if name in inputs and name != main and isinstance(inputs[name], torch.Tensor) \
+                        and inputs[name].dim() == k and s.ranks.get(name) != k + 1:
+                    # per-frame timesteps: every timestep input alike
+                    group = [n for n in inputs if TIME_RE.match(n)] if TIME_RE.match(name) \
+                        else [name]
+                    s.ranks.update({n: k + 1 for n in group})
+                    return True
     names = _none_repair(e, error, params, inputs) - s.forced
     if names:
         s.forced |= names
@@ -225,6 +312,10 @@ def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
         if not s.extra_tokens:
             s.extra_tokens = want - have  # a table made for a fixed text length
             return True
+    if not s.batched_lists and any(isinstance(v, list) and v and isinstance(v[0], torch.Tensor)
+                                   for n, v in inputs.items() if n != main):
+        s.batched_lists = True  # lists of items (one batched tensor each), not of samples
+        return True
     return False
 
 
@@ -284,9 +375,13 @@ def probe(model: torch.nn.Module, kwargs: dict, seed: int) -> dict[str, Any]:
     errors: list[str] = []
     furthest = (-1, "", {}, None)  # (repairs in the layout, its last error, inputs, exception)
     for batch in (BATCH, 1):
-        for layout in layouts(sizes(kwargs)):
+        docs = doc_shapes(model)
+        stacks = stacked_inputs(model, kwargs)
+        main_doc = docs.get(next(iter(params), ""))
+        for layout in layouts(sizes(kwargs), main_doc):
             s: Sizes = sizes(kwargs)
-            s.layout, s.batch = layout, batch
+            s.layout, s.batch, s.docs = layout, batch, docs
+            s.stacks = stacks
             repairs = 0
             for _ in range(MAX_REPAIRS + 1):
                 if time.process_time() - start > PROBE_BUDGET:

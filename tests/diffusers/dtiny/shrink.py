@@ -44,7 +44,7 @@ SHRINK_RULES = [
     "index mapped to 0",
     "per-block channel lists (block_out_channels, *_channels lists) scaled by one factor so "
     "their narrowest entry is 32 (ratios and GroupNorm(32) divisibility kept); other channel "
-    "counts -> min(v, 64)",
+    "counts -> min(v, 64), or the shrunk value of a list entry they equal (a block's width)",
     "feed-forward widths (ffn_dim, ff_inner_dim, intermediate_size, *hidden_dim, ...) -> "
     "min(v, 64)",
     "text / condition widths (joint_attention_dim, cross_attention_dim, text_dim, "
@@ -190,14 +190,17 @@ class Shrinker:
         # (a block's attention splits its channels into heads of that width)
         floor = max([CHANNELS] + [v for k, v in d.items() if HEAD_DIM_RE.search(k) and is_int(v)
                                   and v == self.before[k] and v <= 256])
+        entries: dict[int, int] = {}  # a list entry's default -> its shrunk value
         for k, v in list(d.items()):
-            if _kept(k, v):
-                continue
-            if CHANNEL_LIST_RE.search(k) and is_int_list(v) and min(v) > floor:
+            if not _kept(k, v) and CHANNEL_LIST_RE.search(k) and is_int_list(v) and min(v) > floor:
                 low = min(v)
                 d[k] = type(v)(max(floor, round(x / low) * floor) for x in v)
-            elif re.search(r"channels?$", k) and is_int(v) and v > WIDTH:
-                self._set_width(k, WIDTH)
+                for old, new in zip(v, d[k]):
+                    entries.setdefault(old, new)
+        for k, v in list(d.items()):
+            if not _kept(k, v) and re.search(r"channels?$", k) and is_int(v) and v > WIDTH:
+                # a channel count equal to a per-block width (a block's own) follows it
+                self._set_width(k, entries.get(v, WIDTH))
 
     def _sizes(self) -> None:
         d = self.d
