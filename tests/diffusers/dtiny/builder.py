@@ -22,8 +22,8 @@ import torch
 import diffusers
 
 from .configs import tiny_config
-from .defaults import _statements, fill_value, instantiate, instantiate_default
-from .keys import AXES_RE, HEAD_DIM_RE, WIDTH_KEYS, is_int, is_int_list
+from .defaults import _statements, default_kwargs, fill_value, instantiate, instantiate_default
+from .keys import AXES_RE, HEAD_DIM_RE, LAYERS_RE, WIDTH_KEYS, is_int, is_int_list, positional
 from .discover import model_classes, positional_kinds, positional_modules, settings
 from .probe import probe, tensors
 
@@ -127,20 +127,36 @@ def forward_config_repair(kwargs: dict, cls: type, error: BaseException | None) 
     return None
 
 
+def two_layers(kwargs: dict, cls: type) -> dict | None:
+    """The last forward repair: the layer counts the shrink rules cut to one, two (a block
+    whose first and last layers differ in width needs both); None when none was cut."""
+    default = default_kwargs(cls)
+    cut = {k: min(2, default[k]) for k, v in kwargs.items()
+           if LAYERS_RE.search(k) and is_int(v) and v == 1 and is_int(default.get(k))
+           and default[k] > 1}
+    return {**kwargs, **cut} if cut else None
+
+
 def _build(name: str, seed: int, compare: bool) -> tuple[torch.nn.Module, dict]:
     start = time.perf_counter()
     cls = model_classes()[name]
     kwargs, info = tiny_config(cls)
-    for _ in range(3):  # a forward that reads a module or value the config left out
+    tried_layers = False
+    for _ in range(4):  # a forward that reads a module or value the config left out
         torch.manual_seed(seed)
         model = instantiate(cls, kwargs, "cpu").float().eval()
         found = probe(model, kwargs, seed)
         fixed = None if found["forward_ok"] else \
             forward_config_repair(kwargs, cls, found.get("_exception"))
+        if fixed is None and not found["forward_ok"] and not tried_layers:
+            fixed, tried_layers = two_layers(kwargs, cls), True
         if fixed is None:
             break
         info["repairs"].append("forward: " + ", ".join(
             f"{k}: {kwargs.get(k)!r} -> {v!r}" for k, v in fixed.items() if kwargs.get(k) != v))
+        info["changed"] += [f"{k}: {kwargs.get(k)!r} -> {v!r} (a forward repair: the tiny "
+                            f"config's forward fails without it)" for k, v in fixed.items()
+                            if kwargs.get(k) != v and positional(k)]
         kwargs = fixed
     found.pop("_exception", None)
     output = found.pop("_output")

@@ -33,7 +33,11 @@ SYMBOLS = {
     "patch_width": ("patch_width", "post_patch_width", "grid_w"),
     "tokens": ("seq_len", "sequence_length", "seq_length", "num_tokens", "tokens", "n_tokens",
                "num_video_tokens", "image_sequence_length", "num_image_tokens", "l_img",
-               "image_seq_len", "video_seq_len", "num_patches"),
+               "image_seq_len", "video_seq_len", "num_patches", "max_patches",
+               "max_num_patches"),
+    "patch_t": ("pt", "patch_t", "p_t"),
+    "patch_h": ("ph", "patch_h", "p_h"),
+    "patch_w": ("pw", "patch_w", "p_w"),
     "text": ("text_seq_len", "encoder_seq_len", "num_text_tokens", "text_sequence_length",
              "text_len", "key_tokens", "sequence_len", "text_length", "prompt_len", "l",
              "s", "encoder_sequence_length", "max_sequence_length"),
@@ -42,6 +46,7 @@ _MEANING = {word: meaning for meaning, words in SYMBOLS.items() for word in word
 
 _SHAPE_AFTER = re.compile(r"shape[^(`\n]{0,20}?[`(]*\(((?:[^()]|\([^()]*\))*)\)")
 _QUOTED = re.compile(r"``?\(((?:[^()`]|\([^()`]*\))*)\)``?")
+_BRACKETED = re.compile(r"^\s*\w+\s*:\s*\[([\w\s,*+]+)\]")  # name: [B, N, C] - text
 
 
 def _blocks(doc: str, params: list[str]) -> dict[str, str]:
@@ -79,7 +84,7 @@ def _doc_shapes(fn: Callable) -> dict[str, tuple[str, ...]]:
     params = [n for n in inspect.signature(fn).parameters if n != "self"]
     out = {}
     for name, text in _blocks(doc, params).items():
-        m = _SHAPE_AFTER.search(text) or _QUOTED.search(text)
+        m = _SHAPE_AFTER.search(text) or _QUOTED.search(text) or _BRACKETED.search(text)
         if m:
             dims = _split(m.group(1))
             if dims and all(len(d) < 60 for d in dims):

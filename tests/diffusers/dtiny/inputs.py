@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from .caller import caller_value
 from .docshapes import bind, channel_axis, doc_constants, evaluate, meaning
 from .keys import LAYERS_RE, is_int, is_int_list
 
@@ -38,6 +39,8 @@ VOCAB_FALLBACK = 16       # token ids below this when the config has no vocabula
 
 LAYOUTS = ("image", "video", "video_fc", "video_cl", "tokens", "video_tokens", "sequence",
            "sequence_t", "vector")
+# "doc": the main input in the shape the forward's docstring gives it, tried first when no
+# layout above has that rank and channel axis (a patchified (B, N, C, pt, ph, pw) input)
 
 INPUT_RULES = [
     "the main input (the first parameter): one of LAYOUTS, C = in_channels (in_dim, "
@@ -160,9 +163,12 @@ class Sizes:
     def side(self) -> int:
         return min(max(MAX_SIDE, self.grid * self.patch[1]), self.grid * self.patch[1] * self.down)
 
+    main_doc: tuple[str, ...] = ()
+    config: dict = field(default_factory=dict)
+
     @property
     def video_layout(self) -> bool:
-        return self.layout.startswith("video")
+        return self.layout.startswith("video") or (self.layout == "doc" and self.video)
 
 
 def sizes(kwargs: dict) -> Sizes:
@@ -181,7 +187,7 @@ def sizes(kwargs: dict) -> Sizes:
     return Sizes(channels=_first_int(kwargs, IN_KEYS, 4), patch=(pt, ph, pw),
                  down=2 ** max(0, blocks - 1), text=_first_int(kwargs, TEXT_KEYS, 32),
                  pooled=_first_int(kwargs, POOLED_KEYS, 32), axes=axes, video=bool(video),
-                 text_len=_first_int(kwargs, TEXT_LEN_KEYS, TOKENS))
+                 text_len=_first_int(kwargs, TEXT_LEN_KEYS, TOKENS), config=kwargs)
 
 
 def layouts(s: Sizes, main_doc: tuple[str, ...] | None = None) -> list[str]:
@@ -189,6 +195,8 @@ def layouts(s: Sizes, main_doc: tuple[str, ...] | None = None) -> list[str]:
     rest = [x for x in LAYOUTS if not x.startswith("video")]
     order = video + rest if s.video else rest[:2] + video + rest[2:]
     first = doc_layouts(main_doc, s.video) if main_doc else []
+    if main_doc and not first:
+        first = ["doc"]
     return first + [x for x in order if x not in first]
 
 
@@ -212,7 +220,8 @@ def doc_layouts(dims: tuple[str, ...], video: bool) -> list[str]:
 
 
 def _tokens(s: Sizes) -> int:
-    return s.grid * s.grid * (s.latent_frames if s.layout == "video_tokens" else 1)
+    return s.grid * s.grid * (s.latent_frames if s.layout == "video_tokens" or (
+        s.layout == "doc" and s.video) else 1)
 
 
 def main_input(s: Sizes, g: torch.Generator, width: int | None = None) -> torch.Tensor:
@@ -222,7 +231,17 @@ def main_input(s: Sizes, g: torch.Generator, width: int | None = None) -> torch.
              "video_fc": (b, f, c, side, side), "video_cl": (b, f, side, side, c),
              "tokens": (b, _tokens(s), c),
              "video_tokens": (b, _tokens(s), c), "sequence": (b, c, SEQUENCE * s.patch[1]),
-             "sequence_t": (b, SEQUENCE * s.patch[1], c), "vector": (b, c)}[s.layout]
+             "sequence_t": (b, SEQUENCE * s.patch[1], c), "vector": (b, c),
+             "doc": None}[s.layout]
+    if shape is None:  # the documented shape, its names read from the sizes and the config
+        env = {"batch": b, "channels": c, "frames": f, "height": side, "width": side,
+               "patch_height": s.grid, "patch_width": s.grid, "tokens": _tokens(s),
+               "text": s.text_len, "patch_t": s.patch[0], "patch_h": s.patch[1],
+               "patch_w": s.patch[2]}
+        dims = [evaluate(d, env, s.config) for d in s.main_doc]
+        if any(d is None for d in dims):
+            raise ValueError(f"the documented shape {s.main_doc} cannot be read")
+        shape = tuple(dims)
     return torch.randn(shape, generator=g)
 
 
@@ -317,7 +336,7 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
             return (torch.arange(s.latent_frames if s.video_layout else 1), torch.arange(s.grid),
                     torch.arange(s.grid))
         return torch.arange(text_tokens(name, kwargs, s))
-    if name == "img_shapes":
+    if re.fullmatch(r"img_shapes|shape_list|\w*_shapes", name):  # per sample, (t, h, w) each
         return [[(s.latent_frames if s.video_layout else 1, s.grid, s.grid)]] * b
     if name in ("num_frames", "height", "width") and s.layout == "video_tokens":
         return s.latent_frames if name == "num_frames" else s.grid
@@ -383,7 +402,8 @@ def _doc_env(name: str, kwargs: dict, s: Sizes) -> dict[str, int]:
         w in name for w in ("encoder", "text", "cap", "prompt"))))
     return {"batch": s.batch, "channels": s.channels, "frames": s.frames, "height": s.side,
             "width": s.side, "patch_height": s.grid, "patch_width": s.grid,
-            "tokens": text if textual else _tokens(s), "text": text}
+            "tokens": text if textual else _tokens(s), "text": text, "patch_t": s.patch[0],
+            "patch_h": s.patch[1], "patch_w": s.patch[2]}
 
 
 def doc_shape(name: str, kwargs: dict, s: Sizes, like: Any = None) -> tuple[int, ...] | None:
@@ -497,9 +517,11 @@ def stacked_inputs(model: torch.nn.Module, kwargs: dict) -> dict[str, int]:
 
 def with_rank(value: torch.Tensor, rank: int, s: Sizes) -> torch.Tensor:
     """value with ``rank`` axes: a (B,) vector repeated per frame, else axes of one inserted
-    before the last."""
+    before the last; fewer axes: the first entry of the axes after the batch (pooled)."""
     if value.dim() == 1 and rank == 2:
         return value[:, None].repeat(1, s.latent_frames if s.video_layout else 1)
+    while value.dim() > rank:  # pooled: the first token of each sample
+        value = value[:, 0]
     while value.dim() < rank:
         value = value.unsqueeze(-2)
     return value
@@ -534,7 +556,10 @@ def synthesise(model: torch.nn.Module, kwargs: dict, s: Sizes, seed: int) -> tup
     if not params:
         return {}, "the forward takes no named parameters"
     main, main_param = params[0]
-    x = main_input(s, g, s.widths.get(main))
+    try:
+        x = main_input(s, g, s.widths.get(main))
+    except ValueError as e:
+        return {}, str(e)
     s.bound = bind(s.docs[main], tuple(x.shape), kwargs) if main in s.docs else {}
     out: dict[str, Any] = {main: as_list(x) if "list" in str(main_param.annotation) else x}
     for name, param in params[1:]:
@@ -544,6 +569,9 @@ def synthesise(model: torch.nn.Module, kwargs: dict, s: Sizes, seed: int) -> tup
             value = doc_value(name, value, kwargs, s, g, doc_constants(model, name))
         if value is MISSING and required:
             value = sibling_value(name, out)
+        if value is MISSING and required and re.search(r"rotary|rope|freqs", name):
+            made = caller_value(model, name, s)  # a table the pipeline computes
+            value = MISSING if made is None else made
         if name in s.stacks and isinstance(value, torch.Tensor):
             value = value.expand(s.stacks[name], *value.shape).clone()
         if value is MISSING:

@@ -64,7 +64,12 @@ _NONE_RE = re.compile(r"NoneType|None\b|is required|cannot be None|not iterable|
 
 
 def error_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+    """The error's type and first line, and its last line when the message spans several (a
+    module's repr between them)."""
+    lines = str(e).strip().splitlines()
+    text = lines[0][:300] if lines else ""
+    if len(lines) > 1 and len(lines[0]) < 40:
+        text += " ... " + lines[-1].strip()[:240]
     return f"{type(e).__name__}: {text}"
 
 
@@ -89,6 +94,27 @@ def _read_part(statement: str) -> str:
     """A statement without the targets of its assignment."""
     m = re.match(r"\s*[\w\s,.\[\]]+?=(?!=)", statement)
     return statement[m.end():] if m else statement
+
+
+def feeding(statement: str, source: str, inputs: dict, depth: int = 3) -> list[str]:
+    """The inputs a statement reads, directly or through the variables its function assigns
+    from them (``image_emb = self.context_embedding(image_embeddings)``), nearest first."""
+    out: list[str] = []
+    names = list(dict.fromkeys(re.findall(r"(?<![.\w])([A-Za-z_]\w*)", _read_part(statement))))
+    seen = set(names)
+    for _ in range(depth):
+        nxt = []
+        for name in names:
+            if name in inputs:
+                out.append(name)
+                continue
+            for m in re.finditer(rf"^\s*{re.escape(name)}\s*=(?!=)\s*(.+)$", source, re.MULTILINE):
+                for w in re.findall(r"(?<![.\w])([A-Za-z_]\w*)", m.group(1)):
+                    if w not in seen:
+                        seen.add(w)
+                        nxt.append(w)
+        names = nxt
+    return list(dict.fromkeys(out))
 
 
 def _named_first(candidates: list[str], statements: list[str]) -> list[str]:
@@ -239,8 +265,6 @@ def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
                 return False
             s.widths.update(fix[2])
         return True
-    if _doc_repair(inputs, s, kwargs, main):
-        return True
     if "'NoneType' object is not callable" in error and statements:
         # self.absent_module(an optional input we gave): leave that input out
         called = re.findall(r"self\.\w+\(\s*(\w+)", statements[0])
@@ -265,6 +289,9 @@ def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
     names = _none_repair(e, error, params, inputs) - s.forced
     if names:
         s.forced |= names
+        return True
+    if re.search(r"unpack|dimension|size|shape|indices|index|must match|invalid|[Ee]xpected",
+                 error) and _doc_repair(inputs, s, kwargs, main):
         return True
     if _dict_entries(e, error, inputs, s, kwargs):
         return True
@@ -312,6 +339,22 @@ def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
         if not s.extra_tokens:
             s.extra_tokens = want - have  # a table made for a fixed text length
             return True
+    m = re.search(r"Sizes of tensors must match except in dimension \d+\. Expected size (\d+) but "
+                  r"got size (\d+)", error)
+    if m and int(m.group(2)) % int(m.group(1)) == 0 and int(m.group(2)) > int(m.group(1)):
+        k = int(m.group(2)) // int(m.group(1))  # one row per token where one per sample was
+        st = _statements(e)  # meant: an input with k tokens is pooled (its token axis dropped)
+        what = st[0][0] if st else ""
+        n = re.search(r"for tensor number (\d+)", error)
+        items = re.search(r"\[([^\[\]]*)\]", what)
+        if n and items and int(n.group(1)) < len(items.group(1).split(",")):
+            what = items.group(1).split(",")[int(n.group(1))]  # the list item that differs
+        for name in (feeding(what, st[0][1], inputs) if st else []):
+            value = inputs[name]
+            if name != main and isinstance(value, torch.Tensor) and value.dim() == 3 and \
+                    value.shape[1] == k and s.ranks.get(name) != 2:
+                s.ranks[name] = 2
+                return True
     if not s.batched_lists and any(isinstance(v, list) and v and isinstance(v[0], torch.Tensor)
                                    for n, v in inputs.items() if n != main):
         s.batched_lists = True  # lists of items (one batched tensor each), not of samples
@@ -381,7 +424,7 @@ def probe(model: torch.nn.Module, kwargs: dict, seed: int) -> dict[str, Any]:
         for layout in layouts(sizes(kwargs), main_doc):
             s: Sizes = sizes(kwargs)
             s.layout, s.batch, s.docs = layout, batch, docs
-            s.stacks = stacks
+            s.stacks, s.main_doc = stacks, main_doc or ()
             repairs = 0
             for _ in range(MAX_REPAIRS + 1):
                 if time.process_time() - start > PROBE_BUDGET:
