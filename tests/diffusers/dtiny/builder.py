@@ -105,6 +105,12 @@ def forward_config_repair(kwargs: dict, cls: type, error: BaseException | None) 
         have, want = int(m.group(1)), int(m.group(2))
         key = next((k for k in WIDTH_KEYS if kwargs.get(k) == have), None)
         return {**kwargs, key: want} if key else None
+    m = re.search(r"expected input\[.*\] to have (\d+) channels, but got (\d+) channels", f"{error}")
+    extra = next((k for k, v in kwargs.items() if re.search(r"extra\w*channels$", k) and v == 0),
+                 None)
+    if m and extra and int(m.group(2)) > int(m.group(1)):
+        # the forward adds channels (a time embedding concatenated) the config does not count
+        return {**kwargs, extra: int(m.group(2)) - int(m.group(1))}
     statements = _statements(error)
     axes = next((k for k, v in kwargs.items() if AXES_RE.match(k) and is_int_list(v)), None)
     if isinstance(error, IndexError) and axes and statements and "axes" in statements[0][0]:

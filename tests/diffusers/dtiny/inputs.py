@@ -148,6 +148,7 @@ class Sizes:
     dropped: set[str] = field(default_factory=set)
     stacks: dict[str, int] = field(default_factory=dict)
     batched_lists: bool = False
+    text_per_frame: bool = False
     doc_inputs: set[str] = field(default_factory=set)
     bound: dict[str, int] = field(default_factory=dict)
 
@@ -178,7 +179,7 @@ def sizes(kwargs: dict) -> Sizes:
     blocks = next((len(v) for k, v in kwargs.items() if re.search(r"down_block_types$", k)
                    and isinstance(v, (list, tuple))), None)
     if blocks is None:
-        blocks = next((len(v) for k, v in kwargs.items() if k == "block_out_channels"
+        blocks = next((len(v) for k, v in kwargs.items() if k.endswith("block_out_channels")
                        and is_int_list(v)), 1)
     video = is_int_list(kwargs.get("patch_size")) and len(kwargs["patch_size"]) == 3 or \
         any(re.search(r"(frames|patch_size_t|temporal)", k) for k in kwargs)
@@ -230,8 +231,8 @@ def main_input(s: Sizes, g: torch.Generator, width: int | None = None) -> torch.
     shape = {"image": (b, c, side, side), "video": (b, c, f, side, side),
              "video_fc": (b, f, c, side, side), "video_cl": (b, f, side, side, c),
              "tokens": (b, _tokens(s), c),
-             "video_tokens": (b, _tokens(s), c), "sequence": (b, c, SEQUENCE * s.patch[1]),
-             "sequence_t": (b, SEQUENCE * s.patch[1], c), "vector": (b, c),
+             "video_tokens": (b, _tokens(s), c), "sequence": (b, c, SEQUENCE * s.patch[1] * s.down),
+             "sequence_t": (b, SEQUENCE * s.patch[1] * s.down, c), "vector": (b, c),
              "doc": None}[s.layout]
     if shape is None:  # the documented shape, its names read from the sizes and the config
         env = {"batch": b, "channels": c, "frames": f, "height": side, "width": side,
@@ -324,7 +325,8 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
     if TEXT_NAME_RE.match(name) and (need or name == "encoder_hidden_states"
                                      or name.endswith("_t5") or "llama" in name):
         width = s.widths.get(name) or _hinted(name, kwargs, r"(dim|channels|size)", s.text)
-        return torch.randn(b, text_tokens(name, kwargs, s), width, generator=g)
+        text = torch.randn(b, text_tokens(name, kwargs, s), width, generator=g)
+        return text.repeat_interleave(s.latent_frames, 0) if s.text_per_frame else text
     if name in ("img_ids", "txt_ids"):
         return _ids(_tokens(s), s, True) if name == "img_ids" else \
             _ids(text_tokens(name, kwargs, s), s, False)
@@ -373,7 +375,7 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
                            generator=g)
     if re.search(r"(^|_)(indices|index)(_|$)", name):  # frame indices, shared by the batch
         return torch.arange(s.latent_frames if s.video_layout else 1)
-    if re.search(r"(^|_)(input_ids|token_ids?|tokens)$", name):
+    if re.search(r"(^|_)(input_ids|token_ids?|tokens)$", name) and len(s.docs.get(name, ())) < 3:
         vocab = next((v for k, v in kwargs.items() if re.search(r"vocab_size$", k) and is_int(v)),
                      VOCAB_FALLBACK)
         return torch.randint(0, vocab, (b, text_tokens(name, kwargs, s)), generator=g)
@@ -384,6 +386,12 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
         return torch.randn(b, SEQUENCE, width, generator=g)
     if "dict" in annotation.lower():
         return {}
+    if re.fullmatch(r"\w+_and_\w+", name) and s.docs.get(name):  # a list of (encoding, mask)
+        width = next((kwargs[k] for k in ("d_model", "hidden_size", "dim", "model_dim")  # pairs
+                      if is_int(kwargs.get(k))), s.text)           # of the model's own encoder
+        pair = tuple(torch.ones(b, TOKENS) if MASK_RE.search(d) or "mask" in d else
+                     torch.randn(b, TOKENS, width, generator=g) for d in s.docs[name])
+        return [pair]
     if name in s.forced or re.search(r"(latents|control|cond|_hidden_states|pixel_values)", name):
         like = _like_main(name, x, s, g)  # another input of the main input's kind
         return like if like is not None else MISSING
@@ -556,12 +564,25 @@ def synthesise(model: torch.nn.Module, kwargs: dict, s: Sizes, seed: int) -> tup
     if not params:
         return {}, "the forward takes no named parameters"
     main, main_param = params[0]
+    if re.fullmatch(r"\w+_and_\w+", main) and s.docs.get(main):  # a list of pairs first
+        pairs = value_for(main, inspect.Parameter(main, inspect.Parameter.KEYWORD_ONLY), kwargs,
+                          s, None, g)
+        x = pairs[0][0]
+        s.bound = {}
+        out = {main: pairs}
+        return _rest(model, params, kwargs, s, x, g, out)
     try:
         x = main_input(s, g, s.widths.get(main))
     except ValueError as e:
         return {}, str(e)
     s.bound = bind(s.docs[main], tuple(x.shape), kwargs) if main in s.docs else {}
     out: dict[str, Any] = {main: as_list(x) if "list" in str(main_param.annotation) else x}
+    return _rest(model, params, kwargs, s, x, g, out)
+
+
+def _rest(model: torch.nn.Module, params: list, kwargs: dict, s: Sizes, x: Any,
+          g: torch.Generator, out: dict) -> tuple[dict, str]:
+    """The inputs after the main one (synthesise)."""
     for name, param in params[1:]:
         value = value_for(name, param, kwargs, s, x, g)
         required = param.default is inspect.Parameter.empty

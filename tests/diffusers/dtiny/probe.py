@@ -117,6 +117,18 @@ def feeding(statement: str, source: str, inputs: dict, depth: int = 3) -> list[s
     return list(dict.fromkeys(out))
 
 
+def _as_input(name: str, statements: list[str], inputs: dict) -> str:
+    """The input a name of an inner function's statement stands for: itself, or what the
+    calls outside pass for it (``f(clip_txt_pooled=clip_text_pooled)``)."""
+    for statement in statements[1:]:
+        if name in inputs:
+            return name
+        m = re.search(rf"(?<![.\w]){re.escape(name)}\s*=\s*(\w+)\s*[,)]", statement)
+        if m:
+            name = m.group(1)
+    return name
+
+
 def _named_first(candidates: list[str], statements: list[str]) -> list[str]:
     """The candidates in the order the failing statements (innermost first) name them, those
     no statement names last."""
@@ -290,9 +302,6 @@ def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
     if names:
         s.forced |= names
         return True
-    if re.search(r"unpack|dimension|size|shape|indices|index|must match|invalid|[Ee]xpected",
-                 error) and _doc_repair(inputs, s, kwargs, main):
-        return True
     if _dict_entries(e, error, inputs, s, kwargs):
         return True
     m = re.search(r"missing \d+ required positional arguments?: (.*)", error)
@@ -331,6 +340,14 @@ def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
         s.bool_masks = True
         return True
     m = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", error)
+    if m and s.video_layout and not s.text_per_frame and s.latent_frames > 1 and (
+            int(m.group(1)) == s.latent_frames * int(m.group(2)) or
+            int(m.group(2)) == s.latent_frames * int(m.group(1))):
+        s.text_per_frame = True  # sizes a frame count apart: text given once per frame
+        return True
+    if re.search(r"unpack|dimension|size|shape|indices|index|must match|invalid|[Ee]xpected",
+                 error) and _doc_repair(inputs, s, kwargs, main):
+        return True  # after the repairs an error names precisely: docstrings can be stale
     if m and int(m.group(2)) > int(m.group(1)):
         have, want = int(m.group(1)), int(m.group(2))
         if s.video_layout and have == s.latent_frames and s.frames_override is None:
@@ -354,6 +371,14 @@ def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
             if name != main and isinstance(value, torch.Tensor) and value.dim() == 3 and \
                     value.shape[1] == k and s.ranks.get(name) != 2:
                 s.ranks[name] = 2
+                return True
+    if re.search(r"shape '\[[-\d, ]+\]' is invalid for input of size", error):
+        for name in re.findall(r"(?<![.\w])(\w+)\.(?:size\(1\)|shape\[1\])", " ".join(statements[:1])):
+            name = _as_input(name, statements, inputs)
+            value = inputs.get(name)  # a pooled (B, D) input read as (B, tokens, D)
+            if name != main and isinstance(value, torch.Tensor) and value.dim() == 2 and \
+                    s.ranks.get(name) != 3:
+                s.ranks[name] = 3
                 return True
     if not s.batched_lists and any(isinstance(v, list) and v and isinstance(v[0], torch.Tensor)
                                    for n, v in inputs.items() if n != main):

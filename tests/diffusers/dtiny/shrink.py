@@ -30,7 +30,7 @@ SHRINK_RULES = [
     "never changed: the positional keys (keys.POSITIONAL_RE: rope/rotary/theta/axes, per-head "
     "widths, timestep sinusoid widths and periods, patch and sample sizes, position limits, "
     "interpolation scales), and the input/output channel counts (in/out/latent channels)",
-    "heads: the main head count -> min(h, 2); with a per-head width key (attention_head_dim, "
+    "heads: the main head count -> min(h, 2) (a per-block list of them: each); with a per-head width key (attention_head_dim, "
     "head_dim) the width keys equal to h * head_dim become 2 * head_dim; without one, the "
     "model width (hidden_size, dim, model_dim, ...) becomes 2 * (width // h); kv heads keep "
     "the GQA ratio; other head counts (a prefix of their own: audio_, decoder_, cross_attn_, "
@@ -102,6 +102,10 @@ class Shrinker:
     def _heads(self) -> None:
         d = self.d
         hk = next((k for k in d if HEAD_RE.match(k) and is_int(d[k]) and d[k] > 0), None)
+        per_block = next((k for k in d if HEAD_RE.match(k) and is_int_list(d[k])), None)
+        if hk is None and per_block is not None:  # a head count per block: each min(h, HEADS)
+            d[per_block] = type(d[per_block])(min(x, HEADS) for x in d[per_block])
+            return
         if hk is None:
             self._headless_width()
             return
