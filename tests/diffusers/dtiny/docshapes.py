@@ -211,6 +211,6 @@ def channel_axis(dims: tuple[str, ...]) -> int | None:
     for i, dim in enumerate(dims):
         if i == 0:
             continue
-        if meaning(dim) == "channels" or re.search(r"(channel|_dim\b|^dim$|(^|\W)C(\W|$))", dim):
+        if meaning(dim) == "channels" or re.search(r"(channel|_dim\b|^dim$|(^|[\W\d])C(\W|$))", dim):
             return i
     return None

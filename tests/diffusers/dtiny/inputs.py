@@ -149,6 +149,7 @@ class Sizes:
     stacks: dict[str, int] = field(default_factory=dict)
     batched_lists: bool = False
     text_per_frame: bool = False
+    sides: dict[str, tuple[int, int]] = field(default_factory=dict)
     doc_inputs: set[str] = field(default_factory=set)
     bound: dict[str, int] = field(default_factory=dict)
 
@@ -286,6 +287,8 @@ def _like_main(name: str, x: Any, s: Sizes, g: torch.Generator) -> torch.Tensor 
     if name in s.widths and len(shape) >= 3:
         shape[2 if s.layout == "video_fc" else -1 if s.layout in (
             "tokens", "video_tokens", "sequence_t", "video_cl") else 1] = s.widths[name]
+    if name in s.sides and len(shape) >= 4:
+        shape[-2:] = s.sides[name]
     return torch.randn(shape, generator=g)
 
 
@@ -368,11 +371,13 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
         return [s.latent_frames if s.video_layout else 1]
     if re.search(r"(list|List|tuple|Tuple)\[int", annotation):  # indices into a table: the first
         return [0]
-    if name == "controlnet_cond" and is_int(kwargs.get("conditioning_channels")) and \
-            s.layout == "image" and name not in s.widths:
-        up = 2 ** max(0, len(kwargs.get("conditioning_embedding_out_channels") or [0]) - 1)
-        return torch.randn(b, kwargs["conditioning_channels"], s.side * up, s.side * up,
-                           generator=g)
+    cond = next((k for k in kwargs if k.endswith("conditioning_channels") and is_int(kwargs[k])),
+                None)
+    if name == "controlnet_cond" and cond and s.layout == "image" and name not in s.widths:
+        prefix = cond[: -len("conditioning_channels")]  # ctrl_conditioning_channels and its
+        up = 2 ** max(0, len(kwargs.get(prefix + "conditioning_embedding_out_channels")  # list
+                             or [0]) - 1)
+        return torch.randn(b, kwargs[cond], s.side * up, s.side * up, generator=g)
     if re.search(r"(^|_)(indices|index)(_|$)", name):  # frame indices, shared by the batch
         return torch.arange(s.latent_frames if s.video_layout else 1)
     if re.search(r"(^|_)(input_ids|token_ids?|tokens)$", name) and len(s.docs.get(name, ())) < 3:

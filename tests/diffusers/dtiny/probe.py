@@ -169,6 +169,7 @@ def _width_repair(error: str, inputs: dict, main: str, layout: str,
         found = [name for name, value in inputs.items()
                  if isinstance(value, torch.Tensor) and value.dim() >= 3 and
                  value.shape[axis if name == main else 1] == have]
+        found = sorted(found, key=lambda n: n == main)  # the main input's layer ran first
         return (_named_first(found, statements)[0], want) if found else \
             _expanded(inputs, main, layout, have, want)
     return None
@@ -339,14 +340,22 @@ def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
             any(MASK_RE.search(n) for n in inputs):
         s.bool_masks = True
         return True
+    r = re.search(r"^\w+: (.+?) has resolution \(\d+, \d+\) but is expected to have resolution "
+                  r"\((\d+), (\d+)\)", error)
+    if r:  # "Face pixel values has resolution ...": the input so named gets that side
+        name = re.sub(r"\W+", "_", r.group(1).strip().lower())
+        side = (int(r.group(3)), int(r.group(2)))
+        if name in inputs and s.sides.get(name) != side and max(side) <= 64:
+            s.sides[name] = side
+            return True
     m = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", error)
     if m and s.video_layout and not s.text_per_frame and s.latent_frames > 1 and (
             int(m.group(1)) == s.latent_frames * int(m.group(2)) or
             int(m.group(2)) == s.latent_frames * int(m.group(1))):
         s.text_per_frame = True  # sizes a frame count apart: text given once per frame
         return True
-    if re.search(r"unpack|dimension|size|shape|indices|index|must match|invalid|[Ee]xpected",
-                 error) and _doc_repair(inputs, s, kwargs, main):
+    if re.search(r"unpack|dimension|\bdim\b|size|shape|indices|index|must match|invalid|"
+                 r"[Ee]xpected", error) and _doc_repair(inputs, s, kwargs, main):
         return True  # after the repairs an error names precisely: docstrings can be stale
     if m and int(m.group(2)) > int(m.group(1)):
         have, want = int(m.group(1)), int(m.group(2))

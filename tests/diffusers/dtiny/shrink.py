@@ -52,7 +52,8 @@ SHRINK_RULES = [
     "except one equal to a model width the head rule changed: it follows that width (a "
     "transformer's cross_attention_dim or caption_projection_dim is its own inner width)",
     "experts -> min(v, 4), experts per token -> min(v, 2); vocabularies and codebooks -> "
-    "min(v, 256), token ids >= 256 -> 255",
+    "min(v, 256), token ids >= 256 -> 255; the input side of a side image's encoder "
+    "(*encoder_size) -> min(v, 32)",
     "widths equal to a changed model width (time_embed_dim = inner width, ...) follow it",
 ]
 
@@ -230,6 +231,8 @@ class Shrinker:
                 d[k] = VOCAB
             elif TOKEN_RE.search(k) and is_int(v) and v >= VOCAB:
                 d[k] = VOCAB - 1
+            elif re.search(r"encoder_size$", k) and is_int(v) and v > CHANNELS:
+                d[k] = CHANNELS  # the input side of an encoder of a side image (a face)
 
     def _follow(self) -> None:
         d = self.d
