@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import re
 import time
 import warnings
@@ -133,6 +134,33 @@ def forward_config_repair(kwargs: dict, cls: type, error: BaseException | None) 
     return None
 
 
+def share_modules(cls: type, model: torch.nn.Module, kwargs: dict,
+                  seed: int) -> tuple[torch.nn.Module, str] | None:
+    """A model whose forward needs modules of a transformer (``from_transformer``): the class
+    its source copies most from (``# Copied from diffusers....Class.method``), built tiny with
+    the config values the two share, lends them: (the model, the partner's name); None when
+    there is none."""
+    try:
+        source = inspect.getsource(cls)
+    except (OSError, TypeError):
+        return None
+    copied = re.findall(r"# Copied from diffusers\.[\w.]*?\.([A-Z]\w+)\.\w+", source)
+    names = [n for n in dict.fromkeys(sorted(copied, key=copied.count, reverse=True))
+             if n in model_classes() and n != cls.__name__]
+    if not names:
+        return None
+    partner = model_classes()[names[0]]
+    try:
+        pkw, _ = tiny_config(partner)
+        pkw = {**pkw, **{k: v for k, v in kwargs.items() if k in pkw}}
+        torch.manual_seed(seed + 1)
+        other = instantiate(partner, pkw, "cpu").float().eval()
+        shared = cls.from_transformer(model, other)
+    except Exception:  # noqa: BLE001 - the partner does not fit
+        return None
+    return shared, partner.__name__
+
+
 def two_layers(kwargs: dict, cls: type) -> dict | None:
     """The last forward repair: the layer counts the shrink rules cut to one, two (a block
     whose first and last layers differ in width needs both); None when none was cut."""
@@ -152,6 +180,13 @@ def _build(name: str, seed: int, compare: bool) -> tuple[torch.nn.Module, dict]:
         torch.manual_seed(seed)
         model = instantiate(cls, kwargs, "cpu").float().eval()
         found = probe(model, kwargs, seed)
+        if not found["forward_ok"] and "from_transformer" in found["error"]:
+            shared = share_modules(cls, model, kwargs, seed)
+            if shared is not None:
+                model, partner = shared
+                found = probe(model, kwargs, seed)
+                info["repairs"].append(f"forward: modules shared from a tiny {partner} "
+                                       "(from_transformer)")
         fixed = None if found["forward_ok"] else \
             forward_config_repair(kwargs, cls, found.get("_exception"))
         if fixed is None and not found["forward_ok"] and not tried_layers:

@@ -160,7 +160,7 @@ def _width_repair(error: str, inputs: dict, main: str, layout: str,
         # the main input went through its own embedding first: another input is likelier
         best = sorted(best, key=lambda n: n == main)
         return (_named_first(best, statements)[0], want) if best else \
-            _expanded(inputs, main, layout, have, want)
+            _expanded(inputs, main, layout, have, want, statements)
     m = re.search(r"expected input\[.*\] to have (\d+) channels, but got (\d+) channels", error)
     if m:
         want, have = int(m.group(1)), int(m.group(2))
@@ -171,32 +171,50 @@ def _width_repair(error: str, inputs: dict, main: str, layout: str,
                  value.shape[axis if name == main else 1] == have]
         found = sorted(found, key=lambda n: n == main)  # the main input's layer ran first
         return (_named_first(found, statements)[0], want) if found else \
-            _expanded(inputs, main, layout, have, want)
+            _expanded(inputs, main, layout, have, want, statements)
     return None
+
+
+_AXES = {"video_fc": 2, "tokens": -1, "video_tokens": -1, "sequence_t": -1, "video_cl": -1,
+         "vector": -1}  # the channel axis of the main input per layout (else 1)
 
 
 def _main_width(inputs: dict, main: str, layout: str) -> int | None:
     value = inputs.get(main)
     if not isinstance(value, torch.Tensor) or value.dim() < 2:
         return None
-    return value.shape[{"video_fc": 2, "tokens": -1, "video_tokens": -1, "sequence_t": -1,
-                        "video_cl": -1, "vector": -1}.get(layout, 1)]
+    return value.shape[_AXES.get(layout, 1)]
 
 
-def _expanded(inputs: dict, main: str, layout: str, have: int,
-              want: int) -> tuple[str, int] | tuple[str, int, dict] | None:
-    """No input has the width a layer got: the forward made it of the main input's channels,
-    k times (Fourier features, channels patched in: the main input gets want // k), or
-    concatenated the main input with inputs of its shape (the main input gets what they
-    leave of want, each of them an equal part when they take it all)."""
+def _expanded(inputs: dict, main: str, layout: str, have: int, want: int,
+              statements: list[str] = ()) -> tuple | None:
+    """No input has the width a layer got: the forward made it of an input's channels k
+    times (Fourier features, channels patched in: that input, the failing statements' first,
+    else the main input's kind, gets want // k), or concatenated the main input with inputs
+    of its shape (the main input gets what they leave of want, each of them an equal part
+    when they take it all)."""
+    axis = _AXES.get(layout, 1)
+    x = inputs.get(main)
+    rank = x.dim() if isinstance(x, torch.Tensor) else len(x[0].shape) + 1 if \
+        isinstance(x, list) and x and isinstance(x[0], torch.Tensor) else 0
+    found = {}
+    for name, value in inputs.items():
+        item = value[0] if isinstance(value, list) and value and \
+            isinstance(value[0], torch.Tensor) else value
+        unbatched = item is not value
+        if not isinstance(item, torch.Tensor) or not item.is_floating_point() or \
+                item.dim() + unbatched != rank or rank < 2:
+            continue
+        c = item.shape[(axis - unbatched) if axis > 0 else axis]
+        if c and have % c == 0 and have > c and want % (have // c) == 0:
+            found[name] = want // (have // c)
+    if found:
+        name = _named_first(sorted(found, key=lambda n: n == main), statements)[0]
+        return name, found[name]
     c = _main_width(inputs, main, layout)
-    if not c:
+    if not c or not isinstance(x, torch.Tensor):
         return None
-    if have % c == 0 and have > c and want % (have // c) == 0:
-        return main, want // (have // c)
-    x = inputs[main]
-    axis = {"video_fc": 2, "tokens": -1, "video_tokens": -1, "sequence_t": -1, "video_cl": -1,
-            "vector": -1}.get(layout, 1) % x.dim()
+    axis = axis % x.dim()
     others = {n: v.shape[axis] for n, v in inputs.items() if n != main and
               isinstance(v, torch.Tensor) and v.dim() == x.dim() and v.is_floating_point() and
               all(a == b for i, (a, b) in enumerate(zip(v.shape, x.shape)) if i != axis)}
