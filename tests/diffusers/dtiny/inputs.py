@@ -591,6 +591,10 @@ def _rest(model: torch.nn.Module, params: list, kwargs: dict, s: Sizes, x: Any,
     for name, param in params[1:]:
         value = value_for(name, param, kwargs, s, x, g)
         required = param.default is inspect.Parameter.empty
+        counted = re.fullmatch(r"(\w+?)_num_(frames|tokens)", name)
+        if counted and (required or name in s.forced):  # audio_num_frames: the length of the
+            value = next((v.shape[1] for n, v in out.items() if n.startswith(counted.group(1))
+                          and isinstance(v, torch.Tensor) and v.dim() >= 2), value)  # audio
         if name in s.doc_inputs or (value is MISSING and required):
             value = doc_value(name, value, kwargs, s, g, doc_constants(model, name))
         if value is MISSING and required:

@@ -250,8 +250,8 @@ def _none_repair(e: BaseException, error: str, params: dict, inputs: dict) -> se
     named = {w for w in re.findall(r"\w+", error) if w in absent}
     if named:
         return named
-    for statement, _ in _statements(e):
-        found = set(re.findall(r"\w+", statement)) & absent
+    for statement, _ in _statements(e):  # what it reads, not what it assigns
+        found = set(re.findall(r"\w+", _read_part(statement))) & absent
         if found:
             return found
     return set()

@@ -153,6 +153,9 @@ class Shrinker:
             prefix = _HEAD_SUFFIX.sub("", k).removeprefix("num_")
             own_hd = [x for x in d if x.startswith(prefix) and HEAD_DIM_RE.search(x)] if prefix \
                 else []
+            for x in own_hd[:1]:  # its inner width (heads * head width) may be held by other
+                if is_int(d[x]) and d[x] > 0:  # keys (its own cross_attention_dim): they follow
+                    self.width_map.setdefault(v * d[x], HEADS * d[x])
             if not own_hd and prefix:
                 widths = [x for x in d if x.startswith(prefix) and is_int(d[x]) and d[x] > 0
                           and re.search(r"(dim|hidden_size|width)$", x) and not _kept(x, d[x])
