@@ -125,7 +125,9 @@ def forward_config_repair(kwargs: dict, cls: type, error: BaseException | None) 
     for statement, _ in statements[:1]:
         for word in re.findall(r"self\.(?:config\.)?(\w+)", statement):
             for key, value in kwargs.items():
-                if value is False and key.endswith(word) and key != word:
+                flag = re.sub(r"^(has|use|with|add|enable)_", "", key)
+                if value is False and key != word and (key.endswith(word) or (
+                        flag != key and len(flag) >= 4 and word.startswith(flag))):
                     return {**kwargs, key: True}
                 if value is None and key == word:
                     filled = fill_value(cls, kwargs, key)

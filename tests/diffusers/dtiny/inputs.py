@@ -97,6 +97,14 @@ IN_KEYS = ("in_channels", "in_dim", "in_visual_dim", "input_channels", "num_chan
 TEXT_LEN_KEYS = ("max_text_seq_length", "text_len")
 
 
+_IDS_RE = re.compile(r"(^|_)(input_ids|token_ids?|tokens)$")
+
+
+def _vocab(kwargs: dict) -> int:
+    return next((v for k, v in kwargs.items() if re.search(r"vocab_size$", k) and is_int(v)),
+                VOCAB_FALLBACK)
+
+
 def _first_int(kwargs: dict, keys: tuple, default: int | None = None) -> int | None:
     for key in keys:
         v = kwargs.get(key)
@@ -150,6 +158,7 @@ class Sizes:
     batched_lists: bool = False
     text_per_frame: bool = False
     sides: dict[str, tuple[int, int]] = field(default_factory=dict)
+    searched: dict[str, tuple[int, int]] = field(default_factory=dict)
     doc_inputs: set[str] = field(default_factory=set)
     bound: dict[str, int] = field(default_factory=dict)
 
@@ -166,6 +175,7 @@ class Sizes:
         return min(max(MAX_SIDE, self.grid * self.patch[1]), self.grid * self.patch[1] * self.down)
 
     main_doc: tuple[str, ...] = ()
+    main_ids: bool = False
     config: dict = field(default_factory=dict)
 
     @property
@@ -192,11 +202,13 @@ def sizes(kwargs: dict) -> Sizes:
                  text_len=_first_int(kwargs, TEXT_LEN_KEYS, TOKENS), config=kwargs)
 
 
-def layouts(s: Sizes, main_doc: tuple[str, ...] | None = None) -> list[str]:
+def layouts(s: Sizes, main_doc: tuple[str, ...] | None = None, main: str = "") -> list[str]:
     video = [x for x in LAYOUTS if x.startswith("video")]
     rest = [x for x in LAYOUTS if not x.startswith("video")]
     order = video + rest if s.video else rest[:2] + video + rest[2:]
     first = doc_layouts(main_doc, s.video) if main_doc else []
+    if main_doc and _IDS_RE.search(main):  # token ids in their documented shape
+        first = ["doc"]
     if main_doc and not first:
         first = ["doc"]
     return first + [x for x in order if x not in first]
@@ -244,6 +256,8 @@ def main_input(s: Sizes, g: torch.Generator, width: int | None = None) -> torch.
         if any(d is None for d in dims):
             raise ValueError(f"the documented shape {s.main_doc} cannot be read")
         shape = tuple(dims)
+        if s.main_ids:  # token ids below the vocabulary
+            return torch.randint(0, _vocab(s.config), shape, generator=g)
     return torch.randn(shape, generator=g)
 
 
@@ -349,6 +363,9 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
         return torch.tensor([[64.0, 64.0]] * b) if name != "crop_coords" else torch.zeros(b, 2)
     if name == "aspect_ratio":
         return torch.ones(b, 1)
+    if re.search(r"(^micro_cond\w*|\w_conds)$", name) and need:  # micro-conditioning values
+        n = s.widths.get(name, 5)                    # (h, w, crop top, crop left, score)
+        return torch.tensor([[64.0, 64.0, 0.0, 0.0, 6.0][i % 5] for i in range(n)]).repeat(b, 1)
     if re.search(r"(meta_size$|^time_ids$)", name) and need:  # SDXL-style size conditioning:
         return torch.tensor([[64.0, 64.0, 64.0, 64.0, 0.0, 0.0]] * b)  # h, w, target, crop
     if name == "added_time_ids":
@@ -380,10 +397,8 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
         return torch.randn(b, kwargs[cond], s.side * up, s.side * up, generator=g)
     if re.search(r"(^|_)(indices|index)(_|$)", name):  # frame indices, shared by the batch
         return torch.arange(s.latent_frames if s.video_layout else 1)
-    if re.search(r"(^|_)(input_ids|token_ids?|tokens)$", name) and len(s.docs.get(name, ())) < 3:
-        vocab = next((v for k, v in kwargs.items() if re.search(r"vocab_size$", k) and is_int(v)),
-                     VOCAB_FALLBACK)
-        return torch.randint(0, vocab, (b, text_tokens(name, kwargs, s)), generator=g)
+    if _IDS_RE.search(name) and len(s.docs.get(name, ())) < 3:
+        return torch.randint(0, _vocab(kwargs), (b, text_tokens(name, kwargs, s)), generator=g)
     if name == "audio_hidden_states":
         width = s.widths.get(name) or next(
             (v for k, v in kwargs.items() if re.search(r"audio_in_channels$", k) and is_int(v)),

@@ -28,6 +28,7 @@ from .docshapes import doc_shapes
 from .inputs import (BATCH, MASK_RE, MISSING, TIME_RE, Sizes, doc_shape, forward_parameters,
                      layouts, sizes, stacked_inputs, synthesise, value_for)
 
+_IDS_MAIN = re.compile(r"(^|_)(input_ids|token_ids?)$")
 PROBE_BUDGET = 8.0  # CPU seconds of forward attempts per model
 ATTEMPT_LIMIT = 5.0  # wall seconds one forward may take (an alarm stops it, main thread only)
 MAX_REPAIRS = 8     # repairs per layout
@@ -242,6 +243,47 @@ def _doc_repair(inputs: dict, s: Sizes, kwargs: dict, main: str) -> bool:
     return bool(found)
 
 
+def _width_search(inputs: dict, main: str, s: Sizes, have: int, want: int) -> bool:
+    """A layer got a width no input has (an input's entries each embedded, then joined):
+    each (B, k) input in turn gets k + 1 entries; the change of the width the layer got gives
+    the width of one entry, and the number of entries that makes the layer's is kept."""
+    for name, value in inputs.items():
+        if name == main or not isinstance(value, torch.Tensor) or value.dim() != 2 or \
+                not value.is_floating_point():
+            continue
+        k = value.shape[1]
+        if name not in s.searched:
+            s.searched[name] = (k, have)
+            s.widths[name] = k + 1
+            return True
+        k0, h0 = s.searched[name]
+        if k == k0 + 1 and s.widths.get(name) == k:  # measured: one more entry adds have - h0
+            delta = have - h0
+            s.widths[name] = k0  # back, unless the measure finds the count
+            if delta > 0 and (have - want) % delta == 0 and 0 < k - (have - want) // delta:
+                s.widths[name] = k - (have - want) // delta
+            return True
+    return False
+
+
+def _guards(variable: str, source: str) -> list[str]:
+    """The names the ``if`` statements read that guard the assignments of ``variable`` in a
+    function's source."""
+    lines = source.splitlines()
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        if not re.match(rf"\s*{re.escape(variable)}\s*=(?!=)", line):
+            continue
+        indent = len(line) - len(line.lstrip())
+        for j in range(i - 1, -1, -1):
+            prev = lines[j]
+            if prev.strip() and len(prev) - len(prev.lstrip()) < indent:
+                if re.match(r"\s*(el)?if\b", prev):
+                    out += re.findall(r"(?<![.\w])([A-Za-z_]\w*)", prev)
+                break
+    return out
+
+
 def _none_repair(e: BaseException, error: str, params: dict, inputs: dict) -> set[str]:
     """The optional parameters left out that the failure names."""
     if not _NONE_RE.search(error):
@@ -288,6 +330,10 @@ def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
     made already)."""
     main = next(iter(inputs))
     statements = [st for st, _ in _statements(e)]
+    m = re.search(r"mat1 and mat2 shapes cannot be multiplied \(\d+x(\d+) and (\d+)x\d+\)", error)
+    if m and any(s.widths.get(n) == k + 1 for n, (k, _) in s.searched.items()) and \
+            _width_search(inputs, main, s, int(m.group(1)), int(m.group(2))):
+        return True  # a measure under way goes first
     fix = _width_repair(error, inputs, main, layout, statements)
     if fix is not None and (s.widths.get(fix[0]) != fix[1] or len(fix) > 2):
         s.widths[fix[0]] = fix[1]
@@ -295,6 +341,9 @@ def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
             if all(s.widths.get(n) == w for n, w in fix[2].items()):
                 return False
             s.widths.update(fix[2])
+        return True
+    m = re.search(r"mat1 and mat2 shapes cannot be multiplied \(\d+x(\d+) and (\d+)x\d+\)", error)
+    if m and fix is None and _width_search(inputs, main, s, int(m.group(1)), int(m.group(2))):
         return True
     if "'NoneType' object is not callable" in error and statements:
         # self.absent_module(an optional input we gave): leave that input out
@@ -321,6 +370,14 @@ def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
     if names:
         s.forced |= names
         return True
+    unbound = re.search(r"cannot access local variable '(\w+)'", error)
+    if unbound and statements:
+        guards = _guards(unbound.group(1), _statements(e)[0][1])
+        names = {n for n in guards if n in params and n not in inputs} - s.forced
+        if names:  # the optional inputs the `if` that assigns it reads
+            s.forced |= names
+            s.dropped -= names
+            return True
     if _dict_entries(e, error, inputs, s, kwargs):
         return True
     m = re.search(r"missing \d+ required positional arguments?: (.*)", error)
@@ -473,10 +530,11 @@ def probe(model: torch.nn.Module, kwargs: dict, seed: int) -> dict[str, Any]:
         docs = doc_shapes(model)
         stacks = stacked_inputs(model, kwargs)
         main_doc = docs.get(next(iter(params), ""))
-        for layout in layouts(sizes(kwargs), main_doc):
+        for layout in layouts(sizes(kwargs), main_doc, next(iter(params), "")):
             s: Sizes = sizes(kwargs)
             s.layout, s.batch, s.docs = layout, batch, docs
             s.stacks, s.main_doc = stacks, main_doc or ()
+            s.main_ids = bool(_IDS_MAIN.search(next(iter(params), "")))
             repairs = 0
             for _ in range(MAX_REPAIRS + 1):
                 if time.process_time() - start > PROBE_BUDGET:
