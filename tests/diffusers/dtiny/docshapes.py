@@ -103,6 +103,17 @@ def doc_shapes(model_or_fn: Any) -> dict[str, tuple[str, ...]]:
         return {}
 
 
+def doc_entry(model_or_fn: Any, name: str) -> str:
+    """The text of a parameter's docstring entry ('' when none)."""
+    fn = getattr(model_or_fn, "forward", model_or_fn)
+    fn = inspect.unwrap(getattr(fn, "__func__", fn))
+    try:
+        params = [n for n in inspect.signature(fn).parameters if n != "self"]
+    except (TypeError, ValueError):
+        return ""
+    return _blocks(inspect.getdoc(fn) or "", params).get(name, "")
+
+
 def doc_constants(model_or_fn: Any, name: str) -> tuple[int, ...]:
     """The int constants of the forward's module that the parameter's docstring entry names
     (``LLM_TOKEN_INDICATOR`` (text) or ``OUTPUT_IMAGE_INDICATOR`` (image)): the values a

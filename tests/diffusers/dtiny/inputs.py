@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from .caller import caller_value
-from .docshapes import bind, channel_axis, doc_constants, evaluate, meaning
+from .docshapes import bind, channel_axis, doc_constants, doc_entry, evaluate, meaning
 from .keys import LAYERS_RE, is_int, is_int_list
 
 BATCH = 2                 # two samples: two timesteps, one fractional and one large
@@ -355,6 +355,8 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
             return (torch.arange(s.latent_frames if s.video_layout else 1), torch.arange(s.grid),
                     torch.arange(s.grid))
         return torch.arange(text_tokens(name, kwargs, s))
+    if re.search(r"grid_sizes$", name) and need:  # the patch grid per sample: (t, h, w)
+        return torch.tensor([[s.latent_frames if s.video_layout else 1, s.grid, s.grid]] * b)
     if re.fullmatch(r"img_shapes|shape_list|\w*_shapes", name):  # per sample, (t, h, w) each
         return [[(s.latent_frames if s.video_layout else 1, s.grid, s.grid)]] * b
     if name in ("num_frames", "height", "width") and s.layout == "video_tokens":
@@ -382,6 +384,8 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
         return torch.full((b,), 24.0)
     if not need:
         return MISSING
+    if param.annotation is int and re.search(r"(seq_len|sequence_length|num_tokens)$", name):
+        return s.grid * s.grid * (s.latent_frames if s.video_layout else 1)  # tokens per sample
     if re.search(r"(_lens|_lengths|_len)$", name):
         return torch.full((b,), text_tokens(name, kwargs, s), dtype=torch.int64)
     if re.search(r"partition", name):
@@ -503,6 +507,31 @@ def doc_value(name: str, value: Any, kwargs: dict, s: Sizes, g: torch.Generator,
     return torch.randn(shape, generator=g)
 
 
+def typed_value(model: torch.nn.Module, name: str, param: inspect.Parameter, kwargs: dict,
+                s: Sizes) -> Any:
+    """A required parameter no other rule names, by its annotation: an int sequence length
+    (``seq_len``) -> the latent tokens of one sample; a str -> the first quoted option its
+    docstring entry names (``"extract"``); a diffusers class (a cache container) -> an
+    instance made with the config values its constructor's parameters name; else MISSING."""
+    annotation = param.annotation
+    if annotation is int and re.search(r"(seq_len|sequence_length|num_tokens)$", name):
+        return s.grid * s.grid * (s.latent_frames if s.video_layout else 1)
+    if annotation is str:
+        options = re.findall(r"[`]*\"(\w+)\"", doc_entry(model, name))
+        return options[0] if options else MISSING
+    if inspect.isclass(annotation) and annotation.__module__.startswith("diffusers"):
+        try:
+            sig = inspect.signature(annotation.__init__)
+            args = {p: kwargs[p] for p in sig.parameters if p != "self" and p in kwargs}
+            if all(p in args or q.default is not inspect.Parameter.empty or
+                   q.kind in (q.VAR_POSITIONAL, q.VAR_KEYWORD)
+                   for p, q in sig.parameters.items() if p != "self"):
+                return annotation(**args)
+        except Exception:  # noqa: BLE001 - a class the rule cannot make
+            return MISSING
+    return MISSING
+
+
 def sibling_value(name: str, built: dict) -> Any:
     """A required input no rule or docstring shapes, named like one already built (the
     longest shared prefix, 4 characters at least: prior_token_drop, prior_token_id): a
@@ -617,6 +646,8 @@ def _rest(model: torch.nn.Module, params: list, kwargs: dict, s: Sizes, x: Any,
         if value is MISSING and required and re.search(r"rotary|rope|freqs", name):
             made = caller_value(model, name, s)  # a table the pipeline computes
             value = MISSING if made is None else made
+        if value is MISSING and required:
+            value = typed_value(model, name, param, kwargs, s)
         if name in s.stacks and isinstance(value, torch.Tensor):
             value = value.expand(s.stacks[name], *value.shape).clone()
         if value is MISSING:

@@ -162,6 +162,13 @@ def _width_repair(error: str, inputs: dict, main: str, layout: str,
         best = sorted(best, key=lambda n: n == main)
         return (_named_first(best, statements)[0], want) if best else \
             _expanded(inputs, main, layout, have, want, statements)
+    m = re.search(r"normalized_shape=\[(\d+)\], expected input with shape \[\*, \d+\], but got "
+                  r"input of size\s*\[([\d, ]+)\]", error)
+    if m:  # a LayerNorm over an input's last axis
+        want, got = int(m.group(1)), tuple(int(v) for v in m.group(2).split(","))
+        found = [n for n, v in inputs.items() if isinstance(v, torch.Tensor) and
+                 tuple(v.shape) == got and n != main]
+        return (_named_first(found, statements)[0], want) if found else None
     m = re.search(r"expected input\[.*\] to have (\d+) channels, but got (\d+) channels", error)
     if m:
         want, have = int(m.group(1)), int(m.group(2))
@@ -296,6 +303,10 @@ def _none_repair(e: BaseException, error: str, params: dict, inputs: dict) -> se
         found = set(re.findall(r"\w+", _read_part(statement))) & absent
         if found:
             return found
+    for statement, source in _statements(e)[:2]:  # through the variables assigned from them
+        found = set(feeding(statement, source, dict.fromkeys(absent)))
+        if found:
+            return found
     return set()
 
 
@@ -409,7 +420,10 @@ def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
             name = target.group(1) if target else None
             if name in inputs and name != main and isinstance(inputs[name], torch.Tensor) and \
                     s.ranks.get(name) != int(m.group(1)):
-                s.ranks[name] = int(m.group(1))
+                # per-frame timesteps: every timestep input of the rank alike
+                group = [n for n in inputs if TIME_RE.match(n) and isinstance(inputs[n], torch.Tensor)
+                         and inputs[n].dim() == inputs[name].dim()] if TIME_RE.match(name) else [name]
+                s.ranks.update({n: int(m.group(1)) for n in group})
                 return True
     if "expected condition to be a boolean tensor" in error and not s.bool_masks and \
             any(MASK_RE.search(n) for n in inputs):
