@@ -24,8 +24,8 @@ import diffusers
 
 from .configs import tiny_config
 from .defaults import _statements, default_kwargs, fill_value, instantiate, instantiate_default
-from .keys import AXES_RE, HEAD_DIM_RE, LAYERS_RE, WIDTH_KEYS, is_int, is_int_list, positional
 from .discover import model_classes, positional_kinds, positional_modules, settings
+from .keys import AXES_RE, HEAD_DIM_RE, LAYERS_RE, WIDTH_KEYS, is_int, is_int_list, positional
 from .probe import probe, tensors
 
 
@@ -94,10 +94,18 @@ def build(name: str, seed: int = 0, compare: bool = True) -> tuple[torch.nn.Modu
 
 
 def forward_config_repair(kwargs: dict, cls: type, error: BaseException | None) -> dict | None:
-    """A config key the failing forward reads as a missing module or value (``self.x`` is
-    None: 'NoneType' object is not callable / iterable): the key of the config named like
-    it that is False becomes True (a flag that builds the module), or a None one gets its
-    FILL_RULES value.  None when there is none."""
+    """The config change the failing forward asks for, None when there is none:
+
+    - a matrix product wanting width W where a model width key (hidden_size, ...) holds the
+      width the layer got: the key becomes W (a default whose widths disagree);
+    - a convolution given C + k channels where a config counts k extra input channels as 0
+      (``extra_in_channels``: a time embedding the forward concatenates): that key is k;
+    - an IndexError in a statement about the rope's axes while the axes widths leave part of
+      the head width: one more axis in front, as wide as that part;
+    - a missing module or value (``self.x`` is None: 'NoneType' object is not callable /
+      iterable): the config flag named like it (``*_x``, or ``has_/use_`` + a prefix of x)
+      that is False becomes True, or a None key named x gets its FILL_RULES value.
+    """
     if error is None:
         return None
     m = re.search(r"mat1 and mat2 shapes cannot be multiplied \(\d+x(\d+) and (\d+)x\d+\)",
@@ -106,7 +114,8 @@ def forward_config_repair(kwargs: dict, cls: type, error: BaseException | None) 
         have, want = int(m.group(1)), int(m.group(2))
         key = next((k for k in WIDTH_KEYS if kwargs.get(k) == have), None)
         return {**kwargs, key: want} if key else None
-    m = re.search(r"expected input\[.*\] to have (\d+) channels, but got (\d+) channels", f"{error}")
+    m = re.search(r"expected input\[.*\] to have (\d+) channels, but got (\d+) channels",
+                  f"{error}")
     extra = next((k for k, v in kwargs.items() if re.search(r"extra\w*channels$", k) and v == 0),
                  None)
     if m and extra and int(m.group(2)) > int(m.group(1)):
@@ -174,6 +183,10 @@ def two_layers(kwargs: dict, cls: type) -> dict | None:
 
 
 def _build(name: str, seed: int, compare: bool) -> tuple[torch.nn.Module, dict]:
+    """Build, probe, and when the forward fails: modules shared from a partner transformer
+    (share_modules), a config change the error asks for (forward_config_repair), last two
+    layers per stack (two_layers); each noted in info["repairs"] (and info["changed"] when
+    a positional key changed)."""
     start = time.perf_counter()
     cls = model_classes()[name]
     kwargs, info = tiny_config(cls)

@@ -127,8 +127,9 @@ def doc_constants(model_or_fn: Any, name: str) -> tuple[int, ...]:
         return ()
     text = _blocks(inspect.getdoc(fn) or "", params).get(name, "")
     module = inspect.getmodule(fn)
-    values = [getattr(module, w) for w in dict.fromkeys(re.findall(r"\b[A-Z][A-Z0-9_]{3,}\b", text))
-              if isinstance(getattr(module, w, None), int) and not isinstance(getattr(module, w), bool)]
+    words = dict.fromkeys(re.findall(r"\b[A-Z][A-Z0-9_]{3,}\b", text))
+    values = [getattr(module, w) for w in words if isinstance(getattr(module, w, None), int)
+              and not isinstance(getattr(module, w), bool)]
     return tuple(values)
 
 
@@ -222,6 +223,7 @@ def channel_axis(dims: tuple[str, ...]) -> int | None:
     for i, dim in enumerate(dims):
         if i == 0:
             continue
-        if meaning(dim) == "channels" or re.search(r"(channel|_dim\b|^dim$|(^|[\W\d])C(\W|$))", dim):
+        if meaning(dim) == "channels" or \
+                re.search(r"(channel|_dim\b|^dim$|(^|[\W\d])C(\W|$))", dim):
             return i
     return None

@@ -68,16 +68,37 @@ INPUT_RULES = [
     "the main input; controlnet_cond: conditioning_channels at the main input's size times "
     "2**(len(conditioning_embedding_out_channels) - 1); *input_ids/token ids: ints below the "
     "vocabulary; audio_hidden_states: (B, SEQUENCE, audio_in_channels)",
-    "num_frames/height/width ints: the video-tokens layout's sizes; return_dict: False; "
-    "other optional parameters are left out until an error shows the forward reads them "
-    "(probe: then they get these rules, else the main input's shape); a required one no rule "
-    "names fails the layout",
+    "num_frames/height/width ints: the video-tokens layout's sizes; <stream>_num_frames: the "
+    "token count of <stream>_hidden_states; return_dict: False; other optional parameters are "
+    "left out until an error shows the forward reads them (probe: then they get these rules, "
+    "else the main input's shape)",
+    "the forward's docstring shapes (docshapes): the main input's documented rank and channel "
+    "axis choose the first layout ('doc': the documented shape itself, e.g. a patchified "
+    "(B, N, C, pt, ph, pw) input or token ids (B, H, W)); a required parameter no rule names "
+    "gets its documented shape (names bound by the main input's sizes, config keys and "
+    "expressions such as 2C + 4 or 1 + len(injection_layer_ids)): ids, tags and segments "
+    "zeros (or the module constants the entry names, in turn), drop flags False, masks ones, "
+    "positions the latent grid's rows, timesteps broadcast, others random; after an error, "
+    "any input whose value differs from its documented shape takes it (probe)",
+    "required parameters no rule or docstring shapes: one named like a built input (the "
+    "longest shared prefix, prior_token_drop ~ prior_token_id) takes its shape; a rotary table "
+    "(*rotary*, *rope*, *freqs*) is made by the call a diffusers pipeline makes for it "
+    "(caller); by annotation: an int sequence length -> the latent tokens of a sample, a str "
+    "-> the first quoted option of its docstring entry, a diffusers class (a cache container) "
+    "-> an instance made from the config values its constructor names",
+    "lists: per-sample tensors, a *_layers list one batched tensor per layer of the model, "
+    "(after an error) lists of items one batched tensor; list[int] -> [0]; a list of "
+    "(encoding, mask) pairs: one pair of the model's width; *grid_sizes: (B, 3) patch grids; "
+    "img_shapes, shape_list, *_shapes: per sample [(frames, GRID, GRID)]; micro_conds: (B, 5) "
+    "micro-conditioning values; inputs the forward indexes by a config list "
+    "(x[k] for k in self.config.llama_layers) are stacked in front",
 ]
 
 TIME_RE = re.compile(r"^(timesteps?|t|timestep_r|r_timestep|\w+_timesteps?|timestep_ratio|"
                      r"\w+_time|decoder_noise_time)$")
 TEXT_NAME_RE = re.compile(r"^(encoder_hidden_states\w*|cap_feats|text_bth|clip_text|"
-                          r"source_hidden_states|audio_encoder_hidden_states|context(?!\w*latents)\w*|"
+                          r"source_hidden_states|audio_encoder_hidden_states|"
+                          r"context(?!\w*latents)\w*|"
                           r"image_embeddings|image_embeds|\w+_embeds)$")
 POOLED_NAME_RE = re.compile(r"(pooled|global_hidden_states|proj_embedding)")
 MASK_RE = re.compile(r"mask(_t5|_\d)?$")  # a mask, or the mask of a second encoder's text
@@ -390,8 +411,9 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
         return torch.full((b,), text_tokens(name, kwargs, s), dtype=torch.int64)
     if re.search(r"partition", name):
         return [s.latent_frames if s.video_layout else 1]
-    if re.search(r"(list|List|tuple|Tuple)\[int", annotation):  # indices into a table: the first
-        return [0]
+    if re.search(r"(list|List|tuple|Tuple)\[int", annotation) and \
+            not re.match(r"(typing\.)?(dict|Dict)\b", annotation):
+        return [0]  # indices into a table: the first
     cond = next((k for k in kwargs if k.endswith("conditioning_channels") and is_int(kwargs[k])),
                 None)
     if name == "controlnet_cond" and cond and s.layout == "image" and name not in s.widths:
@@ -422,7 +444,8 @@ def value_for(name: str, param: inspect.Parameter, kwargs: dict, s: Sizes, x: An
     return MISSING
 
 
-_INT_NAME_RE = re.compile(r"(ids?|indices|indexes|index|segment\w*|tags?|types?|indicator|labels?)$")
+_INT_NAME_RE = re.compile(r"(ids?|indices|indexes|index|segment\w*|tags?|types?|indicator|"
+                          r"labels?)$")
 _BOOL_NAME_RE = re.compile(r"(drop|_bool)$")
 
 

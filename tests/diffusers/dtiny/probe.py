@@ -34,10 +34,13 @@ ATTEMPT_LIMIT = 5.0  # wall seconds one forward may take (an alarm stops it, mai
 MAX_REPAIRS = 8     # repairs per layout
 
 PROBE_RULES = [
-    "layouts in order (inputs.LAYOUTS, video ones first for a video config), two samples, "
-    "then one if an error names the batch; the first forward that returns is kept",
+    "layouts in order (the one the main input's docstring shape names first, then "
+    "inputs.LAYOUTS, video ones first for a video config), two samples, then one if an error "
+    "names the batch; the first forward that returns is kept",
     "a matrix product error (a x b and c x d): the input of a rows and last width b gets "
-    "width c (the main input only in a token layout, where its last axis is a width)",
+    "width c (the main input only in a token layout, where its last axis is a width; among "
+    "several, one the failing statements read, else not the main input, whose own embedding "
+    "ran first); a convolution's channels likewise",
     "a convolution error (expected C channels, got M): the input with M channels gets C",
     "an error about None (NoneType, 'X is required', 'cannot be None', 'not iterable'): the "
     "optional parameters left out that the failing statements (innermost diffusers frame "
@@ -58,6 +61,26 @@ PROBE_RULES = [
     "tokens, once (a position table made for a fixed text length)",
     "an error about None while a dict input is given: the names the innermost failing "
     "statement reads that an input rule knows (resolution, aspect_ratio, ...) become entries",
+    "a width no input has: the one an input's channels make k times (Fourier features, "
+    "channels patched in: that input gets want // k), or the main input concatenated with "
+    "inputs of its shape (they split the width); else each (B, k) input in turn gets k + 1 "
+    "entries, and the change of the width measured gives the count that fits; a LayerNorm's "
+    "'normalized_shape=[W] ... got input of size [...]': that input gets width W",
+    "'NoneType' object is not callable at self.module(an optional input given): that input "
+    "is left out; an unbound local variable: the optional inputs the `if` that assigns it "
+    "reads are given; none-repairs read what a statement reads (not what it assigns), and "
+    "the inputs its variables were assigned from",
+    "'too many indices for tensor of dimension k' / 'not enough values to unpack' of a "
+    "timestep: every timestep input gets one entry per frame; of another input: rank k + 1",
+    "'Sizes of tensors must match ... Expected size E but got size k*E' at a concatenation: "
+    "the input with k tokens feeding the list item named is pooled (B, D); a view of a "
+    "pooled input's size(1) that is invalid: it gets a token axis (B, 1, D)",
+    "sizes a frame count apart in a video layout: text inputs once per frame (B*F rows); "
+    "'X has resolution ... expected (H, W)': the input so named gets that side",
+    "then, for the shape errors left (unpack, dimension, size, index, invalid), the inputs "
+    "whose value differs from their documented shape take it (docstrings can be stale: after "
+    "the precise repairs); then the text-length and frame-count tables; last, lists of items "
+    "instead of lists of samples",
 ]
 
 _NONE_RE = re.compile(r"NoneType|None\b|is required|cannot be None|not iterable|"
@@ -421,8 +444,9 @@ def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
             if name in inputs and name != main and isinstance(inputs[name], torch.Tensor) and \
                     s.ranks.get(name) != int(m.group(1)):
                 # per-frame timesteps: every timestep input of the rank alike
-                group = [n for n in inputs if TIME_RE.match(n) and isinstance(inputs[n], torch.Tensor)
-                         and inputs[n].dim() == inputs[name].dim()] if TIME_RE.match(name) else [name]
+                group = [n for n in inputs if TIME_RE.match(n) and
+                         isinstance(inputs[n], torch.Tensor) and
+                         inputs[n].dim() == inputs[name].dim()] if TIME_RE.match(name) else [name]
                 s.ranks.update({n: int(m.group(1)) for n in group})
                 return True
     if "expected condition to be a boolean tensor" in error and not s.bool_masks and \
@@ -471,7 +495,8 @@ def repair(e: BaseException, error: str, s: Sizes, inputs: dict, params: dict,
                 s.ranks[name] = 2
                 return True
     if re.search(r"shape '\[[-\d, ]+\]' is invalid for input of size", error):
-        for name in re.findall(r"(?<![.\w])(\w+)\.(?:size\(1\)|shape\[1\])", " ".join(statements[:1])):
+        for name in re.findall(r"(?<![.\w])(\w+)\.(?:size\(1\)|shape\[1\])",
+                               " ".join(statements[:1])):
             name = _as_input(name, statements, inputs)
             value = inputs.get(name)  # a pooled (B, D) input read as (B, tokens, D)
             if name != main and isinstance(value, torch.Tensor) and value.dim() == 2 and \
@@ -534,7 +559,8 @@ def tensors(x: Any) -> list[torch.Tensor]:
 def probe(model: torch.nn.Module, kwargs: dict, seed: int) -> dict[str, Any]:
     """info: ``inputs`` (the kwargs of the forward that ran, or of the attempt that got
     furthest), ``layout``, ``batch``, ``output`` (a summary), ``forward_ok``, ``error`` (the
-    last of the layout that took the most repairs, when none returned), ``errors`` (every attempt's),
+    last of the layout that took the most repairs, when none returned), ``errors`` (every
+    attempt's),
     ``forward_seconds``; ``_output`` is the output itself."""
     start = time.process_time()
     params = dict(forward_parameters(model))

@@ -30,7 +30,8 @@ SHRINK_RULES = [
     "never changed: the positional keys (keys.POSITIONAL_RE: rope/rotary/theta/axes, per-head "
     "widths, timestep sinusoid widths and periods, patch and sample sizes, position limits, "
     "interpolation scales), and the input/output channel counts (in/out/latent channels)",
-    "heads: the main head count -> min(h, 2) (a per-block list of them: each); with a per-head width key (attention_head_dim, "
+    "heads: the main head count -> min(h, 2) (a per-block list of them: each); with a "
+    "per-head width key (attention_head_dim, "
     "head_dim) the width keys equal to h * head_dim become 2 * head_dim; without one, the "
     "model width (hidden_size, dim, model_dim, ...) becomes 2 * (width // h); kv heads keep "
     "the GQA ratio; other head counts (a prefix of their own: audio_, decoder_, cross_attn_, "
