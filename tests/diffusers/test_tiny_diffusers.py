@@ -159,6 +159,9 @@ def test_served_by_rules(built, name):
     if name == "AnyFlowFARTransformer3DModel":  # one timestep per frame, for both timesteps
         frames = info["inputs"]["hidden_states"].shape[1]
         assert info["inputs"]["timestep"].shape == info["inputs"]["r_timestep"].shape == (2, frames)
+    if name == "LuminaNextDiT2DModel":  # the table the pipeline computes, made again on call
+        table = info["remake"]["image_rotary_emb"]()
+        assert torch.equal(table, info["inputs"]["image_rotary_emb"])
     if name == "HiDreamImageTransformer2DModel":  # the default's rope misses an axis: repaired
         assert any("axes_dims_rope" in note for note in info["changed"])
 

@@ -85,7 +85,9 @@ def build(name: str, seed: int = 0, compare: bool = True) -> tuple[torch.nn.Modu
     positional configuration is the default's), ``derived`` (settings of positional modules
     that differ from the default model's, e.g. a timestep sinusoid as wide as the model;
     None without ``compare`` or a default instance), ``params``, ``inputs`` (the kwargs of the
-    forward that ran: reuse them), ``layout``, ``batch``, ``output`` (a summary),
+    forward that ran: reuse them), ``remake`` (name -> a callable computing again an input
+    the pipeline computes outside the forward, a rotary table: call it under a patch to get
+    the patched table), ``layout``, ``batch``, ``output`` (a summary),
     ``finite`` (every output tensor finite), ``forward_ok``, ``error`` and ``errors``,
     ``forward_seconds``, ``seconds`` (the whole build).
     """

@@ -180,6 +180,7 @@ class Sizes:
     text_per_frame: bool = False
     sides: dict[str, tuple[int, int]] = field(default_factory=dict)
     searched: dict[str, tuple[int, int]] = field(default_factory=dict)
+    caller_made: set[str] = field(default_factory=set)
     doc_inputs: set[str] = field(default_factory=set)
     bound: dict[str, int] = field(default_factory=dict)
 
@@ -669,6 +670,8 @@ def _rest(model: torch.nn.Module, params: list, kwargs: dict, s: Sizes, x: Any,
         if value is MISSING and required and re.search(r"rotary|rope|freqs", name):
             made = caller_value(model, name, s)  # a table the pipeline computes
             value = MISSING if made is None else made
+            if made is not None:
+                s.caller_made.add(name)
         if value is MISSING and required:
             value = typed_value(model, name, param, kwargs, s)
         if name in s.stacks and isinstance(value, torch.Tensor):

@@ -12,6 +12,7 @@ such layout): the one that got furthest.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import keyword
 import re
@@ -23,6 +24,7 @@ from typing import Any, Iterator
 
 import torch
 
+from .caller import caller_value
 from .defaults import _statements
 from .docshapes import doc_shapes
 from .inputs import (BATCH, MASK_RE, MISSING, TIME_RE, Sizes, doc_shape, forward_parameters,
@@ -558,7 +560,10 @@ def tensors(x: Any) -> list[torch.Tensor]:
 
 def probe(model: torch.nn.Module, kwargs: dict, seed: int) -> dict[str, Any]:
     """info: ``inputs`` (the kwargs of the forward that ran, or of the attempt that got
-    furthest), ``layout``, ``batch``, ``output`` (a summary), ``forward_ok``, ``error`` (the
+    furthest), ``remake`` (input name -> a no-argument callable that computes again an input
+    the pipeline computes outside the forward, such as a rotary table: call it where the
+    forward is to see the same code, a patch included), ``layout``, ``batch``, ``output`` (a
+    summary), ``forward_ok``, ``error`` (the
     last of the layout that took the most repairs, when none returned), ``errors`` (every
     attempt's),
     ``forward_seconds``; ``_output`` is the output itself."""
@@ -599,6 +604,8 @@ def probe(model: torch.nn.Module, kwargs: dict, seed: int) -> dict[str, Any]:
                 return {"inputs": inputs, "layout": layout, "batch": batch,
                         "output": summary(out), "forward_ok": True, "error": "",
                         "errors": errors, "forward_seconds": round(time.perf_counter() - t0, 3),
+                        "remake": {n: functools.partial(caller_value, model, n, s)
+                                   for n in sorted(s.caller_made)},
                         "_output": out}
         if not any(re.search(r"batch|size of tensor a \(\d+\) must match|expand", e)
                    for e in errors):
@@ -610,4 +617,5 @@ def _failed(errors: list[str], furthest: tuple, why: str) -> dict[str, Any]:
     error = furthest[1] or why or "no attempt"
     return {"inputs": furthest[2], "layout": None, "batch": None, "output": None,
             "forward_ok": False, "error": error + (f" ({why})" if why and furthest[1] else ""),
-            "errors": errors, "forward_seconds": None, "_output": None, "_exception": furthest[3]}
+            "errors": errors, "forward_seconds": None, "remake": {}, "_output": None,
+            "_exception": furthest[3]}
