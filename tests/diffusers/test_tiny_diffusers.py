@@ -11,7 +11,10 @@ that shrank with a width; and build() leaves the session's warning filters, diff
 verbosity, torch's thread count and its random state as it found them.
 Representatives: Flux (rope from ids, packed tokens), Wan (rope tables at __init__, video),
 QwenImage (complex rope), HunyuanVideo (video rope), PixArt and DiT (sin-cos tables,
-timestep embeddings), UNet2DConditionModel (timestep embedding only, legacy head naming).
+timestep embeddings), UNet2DConditionModel (timestep embedding only, legacy head naming);
+and a few classes served by rules of other kinds (SERVED_BY: a pipeline-computed rotary
+table, a documented 6-D input, per-frame timesteps, forward-time config repairs), with the
+docstring-shape reader on its own.
 
 (Named test_tiny_diffusers.py, not test_tiny_models.py: tests/families has a file of that
 name, and two test modules of one basename in folders without __init__.py cannot be
@@ -131,6 +134,50 @@ def test_derived_positional_changes(built):
     # Flux's rope and timestep modules keep every setting
     _, info = built("FluxTransformer2DModel")
     assert info["derived"] == []
+
+
+# classes whose forward needs a rule of a kind the representatives do not: a rotary table
+# the pipeline computes (caller), the main input in its documented shape (a patchified 6-D
+# input), per-frame timesteps, forward-time config repairs (a missing rope axis) with a text
+# encoder's layers stacked by a config list
+SERVED_BY = {
+    "LuminaNextDiT2DModel": "image_rotary_emb",
+    "JoyImageEditPlusTransformer3DModel": "shape_list",
+    "AnyFlowFARTransformer3DModel": "r_timestep",
+    "HiDreamImageTransformer2DModel": "encoder_hidden_states_llama3",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SERVED_BY))
+def test_served_by_rules(built, name):
+    model, info = built(name)
+    assert info["forward_ok"], info["error"]
+    assert info["finite"] is True
+    assert SERVED_BY[name] in info["inputs"]
+    with torch.no_grad():
+        assert all(torch.isfinite(t).all() for t in tensors(model(**info["inputs"])))
+    if name == "AnyFlowFARTransformer3DModel":  # one timestep per frame, for both timesteps
+        frames = info["inputs"]["hidden_states"].shape[1]
+        assert info["inputs"]["timestep"].shape == info["inputs"]["r_timestep"].shape == (2, frames)
+    if name == "LuminaNextDiT2DModel":  # the table the pipeline computes, made again on call
+        table = info["remake"]["image_rotary_emb"]()
+        assert torch.equal(table, info["inputs"]["image_rotary_emb"])
+    if name == "HiDreamImageTransformer2DModel":  # the default's rope misses an axis: repaired
+        assert any("axes_dims_rope" in note for note in info["changed"])
+
+
+def test_docstring_shapes():
+    from dtiny.docshapes import bind, doc_shapes, evaluate
+    cls = dtiny.model_classes()["BriaFibo2Transformer2DModel"]
+    dims = doc_shapes(cls)["encoder_hidden_states"]
+    assert dims == ("batch_size", "1 + len(injection_layer_ids)", "text_len", "cap_feat_dim")
+    config = {"injection_layer_ids": (0,), "cap_feat_dim": 32}
+    env = {"batch": 2, "text": 4}
+    assert [evaluate(d, env, config) for d in dims] == [2, 2, 4, 32]
+    # names of an expression are solved from the main input's shape
+    bound = bind(("B", "2C + 4", "T + 1", "H", "W"), (2, 36, 3, 4, 4), {})
+    assert (bound["c"], bound["t"]) == (16, 2)
+    assert evaluate("C", {}, {}, bound) == 16 and evaluate("D", {}, {}, bound) is None
 
 
 def test_seed():

@@ -17,9 +17,12 @@ on the meta device first.
 The package is split by idea: ``codewalk`` (reading code: sites and their kinds),
 ``discover`` (which classes, module trees), ``keys`` (config keys by meaning), ``shrink``
 (the config rules), ``defaults`` (default configs and the repairs of those that cannot
-build), ``configs`` (the tiny config search), ``inputs`` (forward inputs by parameter
-name), ``probe`` (a forward that runs: layouts and error-driven repairs) and ``builder``
-(``build``, session hygiene, the derived-positional check).  It is imported as ``dtiny``
+build), ``configs`` (the tiny config search), ``docshapes`` (the shapes a forward's
+docstring gives its parameters), ``caller`` (inputs a pipeline computes, such as rotary
+tables, made by the same call), ``inputs`` (forward inputs by parameter name), ``probe``
+(a forward that runs: layouts and error-driven repairs) and ``builder`` (``build``, the
+forward-time config repairs, modules shared from a partner transformer, session hygiene,
+the derived-positional check).  It is imported as ``dtiny``
 (tests/diffusers on sys.path) so as not to clash with tests/families' ``tiny``.
 """
 from .builder import build, derived_changes

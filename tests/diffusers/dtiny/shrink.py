@@ -30,7 +30,8 @@ SHRINK_RULES = [
     "never changed: the positional keys (keys.POSITIONAL_RE: rope/rotary/theta/axes, per-head "
     "widths, timestep sinusoid widths and periods, patch and sample sizes, position limits, "
     "interpolation scales), and the input/output channel counts (in/out/latent channels)",
-    "heads: the main head count -> min(h, 2); with a per-head width key (attention_head_dim, "
+    "heads: the main head count -> min(h, 2) (a per-block list of them: each); with a "
+    "per-head width key (attention_head_dim, "
     "head_dim) the width keys equal to h * head_dim become 2 * head_dim; without one, the "
     "model width (hidden_size, dim, model_dim, ...) becomes 2 * (width // h); kv heads keep "
     "the GQA ratio; other head counts (a prefix of their own: audio_, decoder_, cross_attn_, "
@@ -44,7 +45,7 @@ SHRINK_RULES = [
     "index mapped to 0",
     "per-block channel lists (block_out_channels, *_channels lists) scaled by one factor so "
     "their narrowest entry is 32 (ratios and GroupNorm(32) divisibility kept); other channel "
-    "counts -> min(v, 64)",
+    "counts -> min(v, 64), or the shrunk value of a list entry they equal (a block's width)",
     "feed-forward widths (ffn_dim, ff_inner_dim, intermediate_size, *hidden_dim, ...) -> "
     "min(v, 64)",
     "text / condition widths (joint_attention_dim, cross_attention_dim, text_dim, "
@@ -52,7 +53,8 @@ SHRINK_RULES = [
     "except one equal to a model width the head rule changed: it follows that width (a "
     "transformer's cross_attention_dim or caption_projection_dim is its own inner width)",
     "experts -> min(v, 4), experts per token -> min(v, 2); vocabularies and codebooks -> "
-    "min(v, 256), token ids >= 256 -> 255",
+    "min(v, 256), token ids >= 256 -> 255; the input side of a side image's encoder "
+    "(*encoder_size) -> min(v, 32)",
     "widths equal to a changed model width (time_embed_dim = inner width, ...) follow it",
 ]
 
@@ -102,6 +104,10 @@ class Shrinker:
     def _heads(self) -> None:
         d = self.d
         hk = next((k for k in d if HEAD_RE.match(k) and is_int(d[k]) and d[k] > 0), None)
+        per_block = next((k for k in d if HEAD_RE.match(k) and is_int_list(d[k])), None)
+        if hk is None and per_block is not None:  # a head count per block: each min(h, HEADS)
+            d[per_block] = type(d[per_block])(min(x, HEADS) for x in d[per_block])
+            return
         if hk is None:
             self._headless_width()
             return
@@ -148,6 +154,9 @@ class Shrinker:
             prefix = _HEAD_SUFFIX.sub("", k).removeprefix("num_")
             own_hd = [x for x in d if x.startswith(prefix) and HEAD_DIM_RE.search(x)] if prefix \
                 else []
+            for x in own_hd[:1]:  # its inner width (heads * head width) may be held by other
+                if is_int(d[x]) and d[x] > 0:  # keys (its own cross_attention_dim): they follow
+                    self.width_map.setdefault(v * d[x], HEADS * d[x])
             if not own_hd and prefix:
                 widths = [x for x in d if x.startswith(prefix) and is_int(d[x]) and d[x] > 0
                           and re.search(r"(dim|hidden_size|width)$", x) and not _kept(x, d[x])
@@ -190,14 +199,17 @@ class Shrinker:
         # (a block's attention splits its channels into heads of that width)
         floor = max([CHANNELS] + [v for k, v in d.items() if HEAD_DIM_RE.search(k) and is_int(v)
                                   and v == self.before[k] and v <= 256])
+        entries: dict[int, int] = {}  # a list entry's default -> its shrunk value
         for k, v in list(d.items()):
-            if _kept(k, v):
-                continue
-            if CHANNEL_LIST_RE.search(k) and is_int_list(v) and min(v) > floor:
+            if not _kept(k, v) and CHANNEL_LIST_RE.search(k) and is_int_list(v) and min(v) > floor:
                 low = min(v)
                 d[k] = type(v)(max(floor, round(x / low) * floor) for x in v)
-            elif re.search(r"channels?$", k) and is_int(v) and v > WIDTH:
-                self._set_width(k, WIDTH)
+                for old, new in zip(v, d[k]):
+                    entries.setdefault(old, new)
+        for k, v in list(d.items()):
+            if not _kept(k, v) and re.search(r"channels?$", k) and is_int(v) and v > WIDTH:
+                # a channel count equal to a per-block width (a block's own) follows it
+                self._set_width(k, entries.get(v, WIDTH))
 
     def _sizes(self) -> None:
         d = self.d
@@ -223,6 +235,8 @@ class Shrinker:
                 d[k] = VOCAB
             elif TOKEN_RE.search(k) and is_int(v) and v >= VOCAB:
                 d[k] = VOCAB - 1
+            elif re.search(r"encoder_size$", k) and is_int(v) and v > CHANNELS:
+                d[k] = CHANNELS  # the input side of an encoder of a side image (a face)
 
     def _follow(self) -> None:
         d = self.d
