@@ -432,11 +432,14 @@ def _fell_back(paths: dict, path: str) -> str:
     return " (diffusers' own)" if paths.get(path, {}).get("warnings") else ""
 
 
+def _head(*columns: str) -> list[str]:
+    """A generated table's first lines: the note, its header and its rule."""
+    return [GENERATED, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+
+
 def positions_markdown(results: dict) -> str:
-    lines = [GENERATED, "",
-             "| model | dtype | positional module | diffusers, float64 branch "
-             "| diffusers, float32 branch | patched | patched, float32 branch |",
-             "|---|---|---|---|---|---|---|"]
+    lines = _head("model", "dtype", "positional module", "diffusers, float64 branch",
+                  "diffusers, float32 branch", "patched", "patched, float32 branch")
     for name, model, variant, row in _rows(results):
         paths = row["paths"]
         for module, kind in model["positional"].items():
@@ -452,10 +455,8 @@ def positions_markdown(results: dict) -> str:
 
 
 def latents_markdown(results: dict) -> str:
-    lines = [GENERATED, "",
-             "| model | dtype | diffusers - exact | patched - exact "
-             "| diffusers: float32 - float64 branch | patched: float32 - float64 branch |",
-             "|---|---|---|---|---|---|"]
+    lines = _head("model", "dtype", "diffusers - exact", "patched - exact",
+                  "diffusers: float32 - float64 branch", "patched: float32 - float64 branch")
     for name, model, variant, row in _rows(results):
         paths, scale = row["paths"], model["reference_rms"][-1]
         if "identical" in row:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import sinpe
 from sinpe.bench._decode import decode_cases, print_decode
@@ -71,31 +71,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if args.device is not None:
-        import torch
-
-        load_before = _load_average()
-        found = device_cases(args.device, args.quick, blocks_in_turn)
-        header = _header(args, load_before, str(torch.__version__), str(torch.get_num_threads()))
-        header["device"] = args.device
-        _print_versions(header, f"sinpe {header['sinpe']}  torch {header['torch']}  "
-                                f"device {args.device}", sys.stdout)
-        print_device(found, args.device, sys.stdout)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"header": header, **found}, f, indent=2)
-        return 0
+        return _torch_mode(args, lambda: device_cases(args.device, args.quick, blocks_in_turn),
+                           lambda found: print_device(found, args.device, sys.stdout),
+                           f"  device {args.device}")
     if args.diffusers:
-        import torch
-
-        load_before = _load_average()
-        found = diffusers_cases(args.quick, blocks_in_turn)
-        header = _header(args, load_before, str(torch.__version__), str(torch.get_num_threads()))
-        _print_versions(header, f"sinpe {header['sinpe']}  torch {header['torch']}", sys.stdout)
-        print_diffusers(found, sys.stdout)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"header": header, "cases": found}, f, indent=2)
-        return 0
+        return _torch_mode(args, lambda: {"cases": diffusers_cases(args.quick, blocks_in_turn)},
+                           lambda found: print_diffusers(found["cases"], sys.stdout))
     if args.compiled:
         import torch
 
@@ -192,6 +173,23 @@ def _run(args: argparse.Namespace) -> int:
         with open(args.json, "w") as f:
             json.dump({"header": header, "results": results, "hot_path": hot,
                        "alternated": shared, "neighbour": beside}, f, indent=2)
+    return 0
+
+
+def _torch_mode(args: argparse.Namespace, measure: Callable[[], Dict[str, Any]],
+                report: Callable[[Dict[str, Any]], None], note: str = "") -> int:
+    """A mode of torch rows: measured, printed under the header, written as JSON."""
+    import torch
+
+    load_before = _load_average()
+    found = measure()
+    header = _header(args, load_before, str(torch.__version__), str(torch.get_num_threads()))
+    _print_versions(header, f"sinpe {header['sinpe']}  torch {header['torch']}{note}",
+                    sys.stdout)
+    report(found)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"header": header, **found}, f, indent=2)
     return 0
 
 

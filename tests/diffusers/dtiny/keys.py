@@ -64,12 +64,14 @@ TEXT_RE = re.compile(r"(text|caption|cross_attention_dim|cross_attention_input|j
                      r"adaln_dim|adaln_lora|local_add|face_encoder_hidden|"
                      r"motion_encoder_dim|motion_style|motion_dim|in_text_dim|id_dim|vit_dim|"
                      r"output_dim)")
-TEXT_SUFFIX_RE = re.compile(r"(dim|channels|size)")
-EXPERTS_RE = re.compile(r"^(num_experts|num_routed_experts)$")
-TOPK_RE = re.compile(r"^(num_activated_experts|top_k|num_experts_per_tok)$")
-VOCAB_RE = re.compile(r"(vocab_size|codebook_size|num_vq_embeddings|num_embeddings)$")
-TOKEN_RE = re.compile(r"token_id$")
-NORM_GROUPS_RE = re.compile(r"norm_num_groups$|^groups$")
+# the suffixes of text widths; experts, experts per token, vocabularies, token ids and
+# norm groups
+TEXT_SUFFIX_RE, EXPERTS_RE, TOPK_RE, VOCAB_RE, TOKEN_RE, NORM_GROUPS_RE = (
+    re.compile(pattern) for pattern in (
+        r"(dim|channels|size)", r"^(num_experts|num_routed_experts)$",
+        r"^(num_activated_experts|top_k|num_experts_per_tok)$",
+        r"(vocab_size|codebook_size|num_vq_embeddings|num_embeddings)$", r"token_id$",
+        r"norm_num_groups$|^groups$"))
 
 
 def is_int(v: Any) -> bool:
