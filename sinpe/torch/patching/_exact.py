@@ -67,6 +67,20 @@ def _on_cpu(value: Any) -> Any:
     return value
 
 
+def _plain(leaves: list[Any]) -> tuple[Any, ...]:
+    """A call's leaves as plain values, tensors by shape, dtype and device (what a traced
+    call looks kept outputs up by: as :meth:`_Shape.plain`)."""
+    return tuple((tuple(int(n) for n in leaf.shape), leaf.dtype, str(leaf.device))
+                 if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves)
+
+
+def _static(tensor: torch.Tensor) -> None:
+    try:
+        torch._dynamo.mark_static_address(tensor, guard=False)
+    except Exception:  # pragma: no cover - an older torch: CUDA graphs copy it
+        pass
+
+
 def _zeros_on_cpu(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return torch.zeros(value.shape, dtype=value.dtype)
@@ -100,6 +114,9 @@ class _Shape:
         return hash((self.shape, self.dtype, str(self.device), self.version, self.values,
                      id(self.tensor)))
 
+    def plain(self) -> tuple[Any, ...]:
+        return (tuple(int(n) for n in self.shape), self.dtype, str(self.device))
+
 
 class ExactCall:
     """Stands in for ``own`` (a module's bound ``forward``, or a function): its code on
@@ -123,12 +140,28 @@ class ExactCall:
         self._lock = threading.Lock()
         self._dtypes: list[Optional[torch.dtype]] = []
         self.columns: Optional[_columns.Columns] = None  # (learned at the first call)
+        self._by_shape: dict[Any, Any] = {}
         self._position = -1  # the tensor argument the columns read
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if torch.compiler.is_compiling():
-            return _untraced(self, args, kwargs)
+            return self._traced(args, kwargs)
         return self.call(args, kwargs)
+
+    def _traced(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A call while torch.compile traces: the columns' device operations, or the
+        outputs kept for these shapes (constants of the graph, at fixed addresses for
+        CUDA graphs), else (before the first eager call of a grid) an eager call outside
+        the graph: a graph break."""
+        if self.failed:
+            return self.own(*args, **kwargs)
+        if self.checked and self.columns is not None:  # (the bits the eager path keeps)
+            return self.columns(_pytree.tree_leaves((args, kwargs))[self._position])
+        if self.checked and not self.by_value:
+            kept = self._by_shape.get(_plain(_pytree.tree_leaves((args, kwargs))))
+            if kept is not None:
+                return kept
+        return _untraced(self, args, kwargs)
 
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self.failed:
@@ -247,11 +280,18 @@ class ExactCall:
         return (str(spec), tuple(parts), self.state())
 
     def _keep(self, key: Any, value: Any) -> None:
+        for leaf in _pytree.tree_leaves(value):
+            if isinstance(leaf, torch.Tensor):
+                _static(leaf)
         with self._lock:
             self._kept[key] = value
             self._kept.move_to_end(key)
             while len(self._kept) > KEPT:
                 self._kept.popitem(last=False)
+            # (the same outputs by plain shapes, for a compiled graph's lookup)
+            self._by_shape = {} if self.by_value else {
+                tuple(p.plain() if isinstance(p, _Shape) else p for p in k[1]): v
+                for k, v in self._kept.items()}
 
 
 def _rounded(value: Any, dtype: Optional[torch.dtype], device: torch.device) -> Any:
