@@ -3,10 +3,14 @@
 docs/diffusers-evidence.md includes docs/_generated/diffusers_{positions,latents,steps}.md,
 written with their JSON (diffusers_evidence.json) by one command
 (``python examples/diffusers/evidence.py --write docs/_generated``, a few minutes).
-Here: each Markdown table is the script's rendering of the committed JSON, the JSON
-holds every model, variant, path and step, and the first denoising step of the
-Flux-like model in float32 is computed again (about ten seconds), on both of
-diffusers' branches, patched and not, and against the exact float64 reference:
+Here: each Markdown table is the script's rendering of the committed JSON; the JSON
+holds every model, variant, path and step, and what the page says of every run (the
+patched positional values within half a float32 ulp, sinpe's own values used, with no
+warning, on both branches, the two patched branches the same bits wherever there is a
+branch, the patched latents after the last step about as far from the exact run as
+diffusers', within a factor of 1.5); and the first denoising step of the Flux-like
+model in float32 is computed again (about ten seconds), on both of diffusers' branches,
+patched and not, and against the exact float64 reference:
 
 - each positional module's distance from its exact values: diffusers' within 25% of the
   committed cell (float32 roundings of the same angles and frequencies, whose float32
@@ -83,6 +87,22 @@ def test_the_json_holds_every_model_variant_path_and_step(committed):
                 assert len(run["reference"]) == steps
                 assert sorted(run["positional"]) == sorted(model["positional"])
             assert all(len(v) == steps for v in row["pairs"].values())
+
+
+def test_the_pages_claims_hold_in_the_json(committed):
+    for name, model in committed["models"].items():
+        branch = evidence.MODELS[name].branch
+        for variant, row in model["variants"].items():
+            where = (name, variant)
+            for path in ("sinpe", "sinpe-mps") if branch else ("sinpe",):
+                run = row["paths"][path]
+                assert run["warnings"] == [], where + (path,)
+                assert max(run["positional"].values()) <= HALF_ULP, where + (path,)
+            if branch:
+                assert row["identical"] and not any(row["pairs"]["sinpe-mps - sinpe"]), where
+            paths = row["paths"]
+            ratio = paths["sinpe"]["reference"][-1] / paths["diffusers"]["reference"][-1]
+            assert 1 / 1.5 <= ratio <= 1.5, where + (ratio,)
 
 
 @pytest.fixture(scope="module")

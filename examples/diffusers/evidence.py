@@ -202,9 +202,8 @@ def _flux_feed(t, latents, dtype, cond):
 
 
 def _wan_feed(t, latents, dtype, cond):
-    # (WanPipeline passes t.expand(batch), of stride 0: here the same values in a tensor
-    # of stride 1, t.repeat(batch))
-    return dict(hidden_states=latents.to(dtype), timestep=t.repeat(latents.shape[0]),
+    # as WanPipeline passes it: t.expand(batch), of stride 0
+    return dict(hidden_states=latents.to(dtype), timestep=t.expand(latents.shape[0]),
                 encoder_hidden_states=cond["text"].to(dtype), return_dict=False)
 
 
@@ -440,17 +439,21 @@ def _head(*columns: str) -> list[str]:
 def positions_markdown(results: dict) -> str:
     lines = _head("model", "dtype", "positional module", "diffusers, float64 branch",
                   "diffusers, float32 branch", "patched", "patched, float32 branch")
+    fell_back = False
     for name, model, variant, row in _rows(results):
         paths = row["paths"]
+        fell_back |= any(_fell_back(paths, p) for p in paths)
         for module, kind in model["positional"].items():
             cells = [_e(paths[p]["positional"][module]) + _fell_back(paths, p) if p in paths
                      else "no branch" for p in PATHS]
             lines.append(f"| {name} | {VARIANTS[variant]} | `{module}` ({kind}) | "
                          + " | ".join(cells) + " |")
-    lines += ["", "Each cell: the largest difference, over the run's calls, between the "
-              "module's outputs and the exact values of the inputs it was given. "
-              "*(diffusers' own)*: sinpe's check at the first call found its values too far "
-              "from diffusers' and kept diffusers' (with a warning)."]
+    note = ("Each cell: the largest difference, over the run's calls, between the "
+            "module's outputs and the exact values of the inputs it was given.")
+    if fell_back:  # (a patched path where sinpe warned and kept diffusers' values)
+        note += (" *(diffusers' own)*: sinpe's check at the first call found its values too "
+                 "far from diffusers' and kept diffusers' (with a warning).")
+    lines += ["", note]
     return "\n".join(lines) + "\n"
 
 
