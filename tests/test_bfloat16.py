@@ -181,8 +181,8 @@ CTRL_C_CHILD = textwrap.dedent(r"""
 
 def test_ctrl_c_during_a_torch_bfloat16_add_leaves_it_all_added(torch, tmp_path):
     """An add is all or nothing: Ctrl-C is raised after it, never halfway.  (On the
-    device path torch's ops compute the result and write it back in one copy: the
-    interrupt comes before that write, none added, or after it, all added.)"""
+    device path torch's two in-place ops hold the interrupt until both are done: it
+    comes before them, none added, or after, all added.)"""
     result = subprocess.run([sys.executable, "-c", CTRL_C_CHILD], cwd=tmp_path,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr

@@ -205,8 +205,8 @@ def add_(
     refuses to backprop through it).  On any other device, and for tensors
     whose memory the kernel cannot address (negative views such as
     ``z.conj().imag``, tensor subclasses, ``torch.vmap``'s batched tensors),
-    torch's own ops do the writing, as ``tensor * scale + table`` written back
-    into it (``tensor.add_(table)`` when ``scale == 1``), with ``table`` rows of a table kept per
+    torch's own ops do the writing in place, ``tensor.mul_(scale).add_(table)``
+    (a Ctrl-C between the two is raised after both), with ``table`` rows of a table kept per
     device, dtype, width and base: positions ``0 .. rows - 1``, written by the
     kernel on the CPU and moved to the device once, grown (doubled) when a call
     goes past it, so that a decoding loop's rising ``offset`` costs a slice.
@@ -285,8 +285,11 @@ def _add_by_torch(tensor: torch.Tensor, n: float, offset: int, axis: int, scale:
     shape = [1] * ndim
     shape[position_axis], shape[-1] = length, features
     scale = float(scale)
-    if scale != 1.0:  # one write (a Ctrl-C between two would leave it half done)
-        tensor.copy_(tensor * scale + table.view(shape))
+    if scale != 1.0:
+        # torch's own two ops in place: the bits of ``tensor * scale + table`` and no
+        # copy of the tensor; a Ctrl-C between them is raised after both
+        with _tensors.interrupts_after():
+            tensor.mul_(scale).add_(table.view(shape))
     else:
         tensor.add_(table.view(shape))
 

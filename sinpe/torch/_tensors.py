@@ -19,9 +19,12 @@ use it (``_tensors._kernel_writes(t)``): the tests force torch's own path on the
 CPU by replacing it here, in one place.
 """
 
+import contextlib
 import os
+import signal
 import sys
-from typing import Any, Callable, Optional, Union
+import threading
+from typing import Any, Callable, Iterator, Optional, Union
 
 import numpy as np
 from numpy.typing import NDArray
@@ -122,6 +125,29 @@ def _device_path(tensor: torch.Tensor) -> bool:
 def _device_path_on(device: torch.device) -> bool:
     """:func:`_device_path` of the tensors of ``device``."""
     return DEVICE_PATH_FORCED or device.type != "cpu"
+
+
+@contextlib.contextmanager
+def interrupts_after() -> Iterator[None]:
+    """Holds a Ctrl-C that comes inside the block until the block is done (then Python's
+    handler, or the one in place, runs): torch's ops that write a tensor in two steps
+    are all or nothing.  Signals reach Python's main thread only; elsewhere, and where
+    SIGINT is not Python's to handle, the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous):  # ignored, or the default action: nothing to hold
+        yield
+        return
+    held: list[tuple[int, Any]] = []
+    signal.signal(signal.SIGINT, lambda number, frame: held.append((number, frame)))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            previous(*held[0])
 
 
 _FLOAT64: dict[str, bool] = {}

@@ -42,12 +42,18 @@ def _later(inputs: dict[str, Any]) -> dict[str, Any]:
     return feed
 
 
+def _in_double(value: Any) -> Any:
+    """An input in float64: its floating tensors, also inside lists (Z-Image's images)."""
+    if isinstance(value, torch.Tensor):
+        return value.double() if value.is_floating_point() else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_in_double(v) for v in value)
+    return value
+
+
 def _outputs(model: torch.nn.Module, inputs: dict[str, Any], double: bool = False
              ) -> torch.Tensor:
-    feed = dict(inputs)
-    if double:
-        feed = {k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
-                for k, v in feed.items()}
+    feed = {k: _in_double(v) for k, v in inputs.items()} if double else dict(inputs)
     with torch.no_grad():
         if double:
             with InDouble():
@@ -90,6 +96,7 @@ def _reads(model: torch.nn.Module, inputs: dict[str, Any]) -> Any:
         with torch.no_grad(), _Reads() as reads:
             model(**inputs)
     except Exception:  # noqa: BLE001 - not watchable: the model's own error, outside
+        torch._dynamo.reset()  # flex attention's compile, failed under the mode, is cached
         return None
     return reads.count
 
@@ -104,42 +111,50 @@ def run(name: str) -> dict[str, Any]:
         model, info = dtiny.build(name, compare=False)
     except Exception as exc:  # noqa: BLE001 - diffusers itself cannot build it here
         return {"status": "cannot build", "why": str(exc).splitlines()[0][:300]}
-    if not info.get("forward_ok"):
-        return {"status": "no forward", "why": str(info.get("error", ""))[:300]}
-    inputs = info["inputs"]
-    with torch.no_grad():
-        if not tensors(model(**inputs)):
-            return {"status": "no forward", "why": "its forward returns no tensor"}
-    later = _later(inputs)
+    unrun = "" if info.get("forward_ok") else str(info.get("error", ""))[:300]
+    if not unrun:
+        with torch.no_grad():
+            if not tensors(model(**info["inputs"])):
+                unrun = "its forward returns no tensor"
     result: dict[str, Any] = {"kinds": sorted(info.get("kinds", [])), "class": name}
+    if unrun:  # patched and undone all the same: what patch finds needs no forward
+        result["unrun"] = unrun
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     modules = [(n, id(m)) for n, m in model.named_modules()]
     globals_before = library_globals(model, "diffusers.")
-    own = _outputs(model, inputs)
-    own_later = _outputs(model, later)
-    own_reads = _reads(model, later)
+    if not unrun:
+        inputs = info["inputs"]
+        later = _later(inputs)
+        own = _outputs(model, inputs)
+        own_later = _outputs(model, later)
+        own_reads = _reads(model, later)
+    attributes = [(n, sorted(vars(m))) for n, m in model.named_modules()]
     try:
         handle = st.patch(model)
     except ValueError as exc:
         result.update(status="refused", why=str(exc))
         return result
     try:
-        patched = _outputs(model, inputs)
-        patched_later = _outputs(model, later)
-        patched_reads = _reads(model, _later(later))  # a third step: everything kept
+        if not unrun:
+            patched = _outputs(model, inputs)
+            patched_later = _outputs(model, later)
+            patched_reads = _reads(model, _later(later))  # a third step: everything kept
     finally:
         handle.undo()
     result.update(status="served", rotary=list(handle.rotary), functions=list(handle.functions),
                   forms=dict(handle.forms), caches=dict(handle.caches), kept=dict(handle.kept),
-                  first_call=list(handle.checked_at_first_call),
-                  reads={"diffusers": own_reads, "patched": patched_reads})
+                  first_call=list(handle.checked_at_first_call))
     result["undo"] = {
-        "outputs": same(_outputs(model, inputs), own),
         "state_dict": all(same(v, model.state_dict()[k]) for k, v in state.items()),
         "modules": modules == [(n, id(m)) for n, m in model.named_modules()],
-        "overrides": not any("forward" in vars(m) for m in model.modules()),
+        "overrides": attributes == [(n, sorted(vars(m))) for n, m in model.named_modules()],
         "globals": library_globals(model, "diffusers.") == globals_before,
     }
+    if unrun:
+        result["seconds"] = round(time.time() - start, 2)
+        return result
+    result["reads"] = {"diffusers": own_reads, "patched": patched_reads}
+    result["undo"]["outputs"] = same(_outputs(model, inputs), own)
     if not own.is_floating_point():
         result["output"] = f"{own.dtype} (codes: no float32 noise to hold it to)"
     else:

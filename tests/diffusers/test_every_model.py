@@ -7,7 +7,9 @@ per-model values) is built, patched, run for two denoising steps and undone in a
 process (:func:`battery.run`), and:
 
 - it is served, or refused with a reason that names what sinpe did not find; a class
-  whose tiny model does not run a forward here is skipped with its error;
+  whose tiny model does not run a forward here is patched and undone all the same
+  (what patch finds and checks before it changes anything needs no forward), and only
+  its outputs go unmeasured;
 - a served model is no further from the exact reference (the model in float64 with its
   positional code's angles exact, nothing of sinpe in it) than twice diffusers' own
   float32 outputs are, plus two ulps of the largest output, at both steps: none is
@@ -16,7 +18,7 @@ process (:func:`battery.run`), and:
   denoising step reads no more tensor values on the host than diffusers' own;
 - ``undo()`` gives back diffusers' outputs bit for bit, the state_dict, the module
   objects, no override left, the modeling modules' globals;
-- at least 90% of the classes whose tiny model runs are served;
+- at least 90% of the classes that build are served, and of those whose tiny model runs;
 - the documentation's table (``docs/diffusers-models.md``) is what this run found.
 """
 from __future__ import annotations
@@ -49,8 +51,8 @@ def results() -> dict:
 @pytest.mark.parametrize("name", CLASSES)
 def test_model(name, results):
     result = results[name]
-    if result["status"] in ("cannot build", "no forward"):
-        pytest.skip(f"the tiny {name} does not run here: {result['why']}")
+    if result["status"] == "cannot build":
+        pytest.skip(f"the tiny {name} does not build here: {result['why']}")
     if result["status"] == "refused":
         assert "has no positional code that sinpe stands in for" in result["why"], result
         assert result["why"].endswith("the model was not changed")
@@ -59,6 +61,9 @@ def test_model(name, results):
     assert result["status"] == "served", result
     assert result["rotary"] or result["functions"], result
     assert all(result["undo"].values()), result["undo"]
+    if "unrun" in result:
+        pytest.skip(f"patched and undone; the tiny {name}'s outputs are not measured: its "
+                    f"forward does not run here ({result['unrun']})")
     if DEVICE_PATH and None not in result["reads"].values():
         reads = result["reads"]
         assert reads["patched"] <= reads["diffusers"], reads
@@ -72,9 +77,11 @@ def test_model(name, results):
 
 
 def test_most_models_are_served(results):
-    ran = [r for r in results.values() if r["status"] not in ("cannot build", "no forward")]
-    served = [r for r in ran if r["status"] == "served"]
-    assert len(served) >= 0.9 * len(ran), (len(served), len(ran))
+    built = [r for r in results.values() if r["status"] != "cannot build"]
+    ran = [r for r in built if "unrun" not in r]
+    for group in (built, ran):
+        served = [r for r in group if r["status"] == "served"]
+        assert len(served) >= 0.9 * len(group), (len(served), len(group))
 
 
 @pytest.mark.skipif(DEVICE_PATH, reason="the page is the kernel path's run (the same models)")

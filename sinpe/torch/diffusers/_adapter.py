@@ -118,27 +118,34 @@ def _model_plan(model: nn.Module) -> Plan:
 
 
 def _helpers(changes: Plan, name: str, module: nn.Module) -> None:
-    """Plans the stand-ins of a module's positional helpers: its static methods that its
-    ``forward`` calls (Z-Image's ``timestep_embedding``), and the callable objects it
-    holds that are no modules (Z-Image's ``RopeEmbedder``), whose code takes a cosine,
-    a sine or ``polar``."""
+    """Plans the stand-ins of a module's positional helpers: the static methods and the
+    methods that its ``forward`` calls (Z-Image's ``timestep_embedding``, Stable
+    Cascade's ``get_timestep_ratio_embedding``), and the callable objects it holds that
+    are no modules (Z-Image's ``RopeEmbedder``), whose code takes a cosine, a sine or
+    ``polar``.  A method is one only where its code reads none of the module's tensors
+    or submodules: it runs on the CPU on a :func:`_shell` of the module."""
     cls = type(module)
     forward = code.function_of(getattr(cls, "forward", None), LIBRARY)
     called = code.reached(forward, cls, LIBRARY) if forward is not None else set()
     for attribute in dir(cls):
         value = inspect.getattr_static(cls, attribute, None)
-        if not isinstance(value, (staticmethod, classmethod)) or attribute.startswith("__"):
-            continue
         function = code.function_of(value, LIBRARY)
-        if function is None or function not in called or not code.calls_trigonometry(
-                code.reached(function, cls, LIBRARY)):
+        if (function is None or attribute.startswith("__") or function is forward
+                or function not in called or isinstance(value, property)):
             continue
-        own = getattr(module, attribute)
-        what = f"the positional helper {name + '.' if name else ''}{attribute} of {cls.__name__}"
-        call = ExactCall(own, getattr(cls, attribute))
-        changes.methods.append(MethodSwap(f"{name + '.' if name else ''}{attribute}", module,
-                                          attribute, call, EXACT))
-        changes.deferred.append((what, call))
+        walked = code.reached(function, cls, LIBRARY)
+        if not code.calls_trigonometry(walked):
+            continue
+        where = f"{name + '.' if name else ''}{attribute}"
+        if isinstance(value, (staticmethod, classmethod)):
+            cpu_call = getattr(cls, attribute)
+        elif not code.names(walked) & _held_names(module):
+            cpu_call = function.__get__(_shell(module))
+        else:
+            continue
+        call = ExactCall(getattr(module, attribute), cpu_call)
+        changes.methods.append(MethodSwap(where, module, attribute, call, EXACT))
+        changes.deferred.append((f"the positional helper {where} of {cls.__name__}", call))
     for attribute, value in list(vars(module).items()):
         if isinstance(value, (nn.Module, torch.Tensor)) or not _of_library(value):
             continue
@@ -150,6 +157,23 @@ def _helpers(changes: Plan, name: str, module: nn.Module) -> None:
         changes.methods.append(MethodSwap(f"{name + '.' if name else ''}{attribute}", module,
                                           attribute, call, EXACT, original=value))
         changes.deferred.append((what, call))
+
+
+def _held_names(module: nn.Module) -> set[str]:
+    """The names of what a module holds that a CPU run must not read: its parameters,
+    buffers, submodules and tensors."""
+    return {*module._parameters, *module._buffers, *module._modules,
+            *(k for k, v in vars(module).items() if isinstance(v, torch.Tensor))}
+
+
+def _shell(module: nn.Module) -> nn.Module:
+    """A module of the same class holding the module's plain attributes (its config,
+    its numbers) and no tensor or submodule: what its tensor-free methods run on."""
+    shell = type(module).__new__(type(module))
+    shell.__dict__.update({k: v for k, v in vars(module).items()
+                           if not isinstance(v, torch.Tensor)})
+    shell.__dict__.update(_parameters={}, _buffers={}, _modules={})
+    return shell
 
 
 def positional_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:

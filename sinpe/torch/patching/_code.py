@@ -90,8 +90,13 @@ def reached(function: types.FunctionType, owner: Optional[type], library: str
 
 
 def calls_trigonometry(functions: set[types.FunctionType]) -> bool:
-    return any(TRIGONOMETRY & set(code.co_names)
-               for function in functions for code in _codes(function.__code__))
+    return bool(TRIGONOMETRY & names(functions))
+
+
+def names(functions: set[types.FunctionType]) -> set[str]:
+    """Every name the functions' code reads (globals, attributes, methods)."""
+    return {name for function in functions for code in _codes(function.__code__)
+            for name in code.co_names}
 
 
 def method_reaches_trigonometry(cls: type, name: str, library: str) -> bool:
