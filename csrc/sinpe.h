@@ -321,6 +321,34 @@ int sinpe_simd_available(int level);
  * "avx512_bf16"), or NULL for a number that is not a level. */
 const char *sinpe_simd_name(int level);
 
+/* sinpe.torch's exact angle tables, evaluated on the CPU (core/angles.c):
+ * the bits its torch operations give on every other device.  The tables are
+ * the arrays sinpe.torch makes (sinpe/torch/_angles.py): for m frequency
+ * pairs, Q1.31 integers of cos and sin of h * 2**12 * w (high, [4097][m][2]),
+ * rotation matrices of l * w (low, [4096][m][2][2]) and of each 8-bit digit
+ * of a 48-bit fraction (fraction[k], [256][m][2][2], for real positions),
+ * and the float32 scalings [4][2] of a positive, a negative and an
+ * unserved position (NaN).  Positions |p| <= limit are served. */
+#define SINPE_FRACTION_DIGITS 6
+typedef struct {
+    int64_t pairs, limit;
+    const int64_t *high, *low, *fraction[SINPE_FRACTION_DIGITS];
+    const float *scalings;
+} sinpe_angle_digits;
+
+typedef enum {
+    SINPE_POSITIONS_INT64,
+    SINPE_POSITIONS_FLOAT32,
+    SINPE_POSITIONS_FLOAT64
+} sinpe_position_kind;
+
+/* out[r][j] = [cos, sin] of pair j at position positions[r] (positions[r][j]
+ * with per_pair), as float32 (rounded to odd with half, for the caller to
+ * round to a 16-bit type once).  rows * pairs * 2 floats. */
+void sinpe_angle_values(const sinpe_angle_digits *digits, const void *positions,
+                        sinpe_position_kind kind, int64_t rows, int per_pair, int half,
+                        float *out);
+
 #ifdef __cplusplus
 }
 #endif

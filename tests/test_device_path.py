@@ -89,7 +89,9 @@ POSITIONS = {
 @pytest.mark.parametrize("kind", ["integer", "real"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 @pytest.mark.parametrize("scale", [1.0, 1.25])
-def test_angles_are_exact_values_rounded_once(kind, dtype, scale):
+@pytest.mark.parametrize("forced", [False, True], ids=["cpu-kernel", "device-operations"])
+def test_angles_are_exact_values_rounded_once(kind, dtype, scale, forced, monkeypatch):
+    monkeypatch.setattr(_tensors, "DEVICE_PATH_FORCED", forced)
     freq = _angles.schedule_frequencies(10000.0, 64)
     tables = _angles.AngleTables(freq, scale)
     positions = POSITIONS[kind]

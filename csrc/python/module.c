@@ -16,6 +16,7 @@
 #include "python/args.h"
 #include "python/args_scalars.h"
 #include "python/docstrings.h"
+#include "python/module_angles.h"
 #include "python/module_rope.h"
 #include "python/module_tables.h"
 
@@ -212,6 +213,10 @@ static PyMethodDef core_methods[] = {
     {"_add_tensor", (PyCFunction)(void (*)(void))sinpe_py_add_tensor, METH_FASTCALL,
      "_add_tensor(address, shape, strides, dtype, n, offset, axis, scale, /)\n--\n\n"
      "sinpe.torch's add_ on a CPU tensor's memory (private)."},
+    {"_angle_values", (PyCFunction)(void (*)(void))sinpe_py_angle_values, METH_FASTCALL,
+     "_angle_values(positions, per_pair, high, low, fractions, scalings, limit, half, /)\n"
+     "--\n\nsinpe.torch's exact angle tables evaluated on the CPU (private): the [cos, "
+     "sin] of each pair at positions, float32 (rounded to odd with half)."},
     {"_simd_levels", simd_levels, METH_NOARGS,
      "_simd_levels()\n--\n\n(level in use, [levels this CPU has]), by SINPE_SIMD's names."},
     {"_select_simd", select_simd, METH_O,

@@ -51,8 +51,10 @@ from numpy.typing import NDArray
 import torch
 
 import sinpe
+from sinpe.torch import _tensors
 
 MAX_POSITION = sinpe.MAX_POSITION
+_CPU = torch.device("cpu")
 _MAX_ANGLE = sinpe._core._MAX_ANGLE
 # Integer magnitudes: a high digit of 2**12 positions (4097 rows for 0 .. 2**24) and a
 # low digit of 12 bits.
@@ -163,6 +165,8 @@ class AngleTables:
         self.unit = math.ldexp(_UNIT, exponent)  # the last, exact, scaling
         self._lock = threading.Lock()
         self._tables: dict[tuple[torch.device, str], tuple[torch.Tensor, ...]] = {}
+        # the CPU's tables as the kernel reads them, by whether positions are real
+        self._arrays: dict[bool, tuple[Any, ...]] = {}
 
     def pairs(self, positions: NDArray[Any]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """The double cos and sin of each pair at ``positions`` (the kernel's angles)."""
@@ -208,13 +212,14 @@ class AngleTables:
     # copies and pickles (of a model holding a patched module) make their tables again
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        del state["_lock"], state["_tables"]
+        del state["_lock"], state["_tables"], state["_arrays"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
         self._tables = {}
+        self._arrays = {}
 
     def _make(self, kind: str) -> list[NDArray[Any]]:
         """The arrays of ``kind`` (see :meth:`on`)."""
@@ -291,8 +296,50 @@ class AngleTables:
         if dtype is torch.float64:
             value, scale = self.fixed(positions, per_pair, double=True)
             return value * scale
+        if kernel_reads(positions):
+            return self._on_cpu(positions, dtype, per_pair)
         value, unit = self.fixed(positions, per_pair)
         return rounded(value, unit, dtype)
+
+    def _on_cpu(self, positions: torch.Tensor, dtype: torch.dtype, per_pair: bool
+                ) -> torch.Tensor:
+        """:meth:`values` of a CPU tensor, by the kernel (:meth:`array_values`)."""
+        half = dtype is not torch.float32
+        out = torch.from_numpy(self.array_values(kernel_positions(positions), per_pair, half))
+        return out if dtype is torch.float32 else out.to(dtype)
+
+    def array_values(self, positions: NDArray[Any], per_pair: bool, half: bool
+                     ) -> NDArray[np.float32]:
+        """:meth:`values` on the CPU by the kernel (``_core._angle_values``): the same
+        integer steps in one call instead of dozens of small operations, the same bits,
+        float32 (``half``: rounded to odd, for one rounding to a 16-bit type after).
+        ``positions``: :func:`kernel_positions`."""
+        real = positions.dtype != np.int64
+        arrays = self._arrays.get(real)
+        if arrays is None:
+            scalings, _, high, low = (t.numpy() for t in self.on(_CPU))
+            fractions = tuple(t.numpy() for t in self.on(_CPU, "fraction")) if real else None
+            arrays = self._arrays[real] = (high, low, fractions, scalings)
+        high, low, fractions, scalings = arrays
+        return sinpe._core._angle_values(positions, per_pair, high, low, fractions, scalings,
+                                         self.limit, half)
+
+
+def kernel_reads(positions: torch.Tensor) -> bool:
+    """Whether :meth:`AngleTables.values` of ``positions`` runs on the kernel: a plain
+    CPU tensor (see ``_tensors._kernel_writes``) outside torch.compile's tracing."""
+    return not torch.compiler.is_compiling() and _tensors._kernel_writes(positions)
+
+
+def kernel_positions(positions: torch.Tensor) -> NDArray[Any]:
+    """A CPU tensor's positions as the kernel reads them, in the dtype the device
+    operations compute in: float32 or float64 for real ones, int64 for integers."""
+    wide = positions.detach()
+    if not wide.is_floating_point():
+        wide = wide.long()
+    elif wide.dtype not in (torch.float32, torch.float64):
+        wide = wide.float()
+    return wide.contiguous().numpy()
 
 
 def _on_device(array: NDArray[Any], device: torch.device) -> torch.Tensor:

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch.utils import _pytree
 
-from sinpe.torch._angles import AngleTables
+from sinpe.torch._angles import AngleTables, kernel_positions, kernel_reads
 from sinpe.torch.patching._taint import ExactAngles
 
 # the axes of an (N, axes) positions argument at most (Flux's ids have 3 or 4)
@@ -78,6 +78,11 @@ class Columns:
         self.spec = spec  # the outputs' structure
         self.leaves = leaves
         self._device: dict[torch.device, tuple[torch.Tensor, ...]] = {}
+        # per leaf, for the CPU: the pairs' columns to take, those negated, the constants
+        constant = 2 * len(freq)
+        self._cpu = [(np.where(source < constant, source, 0), np.flatnonzero(sign < 0),
+                      np.flatnonzero(source == constant), np.flatnonzero(source == constant + 1))
+                     for _, _, source, sign in leaves]
 
     def _on(self, device: torch.device) -> tuple[torch.Tensor, ...]:
         made = self._device.get(device)
@@ -94,6 +99,8 @@ class Columns:
         self._on(device)
 
     def __call__(self, positions: torch.Tensor) -> Any:
+        if kernel_reads(positions):
+            return self._on_cpu(positions)
         device = positions.device
         axis, *indices = self._on(device)
         per_pair = positions[:, axis] if positions.dim() == 2 else (
@@ -114,6 +121,29 @@ class Columns:
             if dtype.is_complex:
                 columns = torch.view_as_complex(columns.reshape(rows, -1, 2).contiguous())
             outputs.append(columns.reshape(rows, *rest))
+        return _pytree.tree_unflatten(outputs, self.spec)
+
+    def _on_cpu(self, positions: torch.Tensor) -> Any:
+        """The outputs of a CPU tensor's positions: the same bits, by the kernel and
+        NumPy (a denoising step's timestep embedding in microseconds, not in the dozens
+        of small torch operations of the device path).  The columns are all in float32
+        or complex64 (see :func:`learn`)."""
+        array = kernel_positions(positions)
+        per_pair = array.ndim == 2
+        if per_pair:
+            array = np.ascontiguousarray(array[:, self.axis])
+        rows = array.shape[0]
+        pairs = self.angles.array_values(array, per_pair, False).reshape(rows, -1)
+        outputs = []
+        for (rest, dtype, _, _), (take, negated, zeros, ones) in zip(self.leaves, self._cpu):
+            columns = pairs.take(take, axis=1)
+            for where, value in ((negated, None), (zeros, 0.0), (ones, 1.0)):
+                if where.size:
+                    columns[:, where] = -columns[:, where] if value is None else value
+            out = torch.from_numpy(columns)
+            if dtype.is_complex:
+                out = torch.view_as_complex(out.reshape(rows, -1, 2))
+            outputs.append(out.reshape(rows, *rest))
         return _pytree.tree_unflatten(outputs, self.spec)
 
 

@@ -43,6 +43,9 @@ from sinpe.torch.patching._double import caches_differ
 from sinpe.torch.patching._taint import ExactAngles
 
 KEPT = 8  # call keys kept per stand-in
+# CPU positions (a learned columns form) computed at every call up to this many, kept
+# per value above (Flux's ids: the same at every denoising step, dearer to compute)
+COMPUTED = 1024
 _EXACT = (torch.float32, torch.float64, torch.complex64, torch.complex128)
 _CPU = torch.device("cpu")
 
@@ -156,7 +159,7 @@ class ExactCall:
         if self.failed:
             return self.own(*args, **kwargs)
         if self.checked and self.columns is not None:  # (the bits the eager path keeps)
-            return self.columns(_pytree.tree_leaves((args, kwargs))[self._position])
+            return self.columns(_leaf(args, kwargs, self._position))
         if self.checked and not self.by_value:
             kept = self._by_shape.get(_plain(_pytree.tree_leaves((args, kwargs))))
             if kept is not None:
@@ -167,8 +170,10 @@ class ExactCall:
         if self.failed:
             return self.own(*args, **kwargs)
         if self.columns is not None:
-            positions = _pytree.tree_leaves((args, kwargs))[self._position]
-            if _device_path(positions):  # device operations, no host read
+            positions = _leaf(args, kwargs, self._position)
+            # device operations (no host read); on the CPU, the kernel's few microseconds
+            # for a few positions (a timestep), else the outputs kept for these values
+            if _device_path(positions) or positions.numel() <= COMPUTED:
                 return self.columns(positions)
         key = self._key(args, kwargs)
         with self._lock:
@@ -292,6 +297,15 @@ class ExactCall:
             self._by_shape = {} if self.by_value else {
                 tuple(p.plain() if isinstance(p, _Shape) else p for p in k[1]): v
                 for k, v in self._kept.items()}
+
+
+def _leaf(args: tuple[Any, ...], kwargs: dict[str, Any], position: int) -> Any:
+    """``tree_leaves((args, kwargs))[position]``, without pytree's cost where no argument
+    is a container (a timestep embedding's call: a denoising step's few microseconds)."""
+    flat = [*args, *kwargs.values()]
+    if any(isinstance(a, (list, tuple, dict)) for a in flat):
+        return _pytree.tree_leaves((args, kwargs))[position]
+    return flat[position]
 
 
 def _rounded(value: Any, dtype: Optional[torch.dtype], device: torch.device) -> Any:
