@@ -29,7 +29,10 @@ dtype plus ``2**-30`` of the exact one (float32: ``2**-25 + 2**-30``, against th
 kernel's ``2**-25``), whatever the position; it differs from the kernel's in the
 last bit only where the exact value lies within ``2**-30`` of a rounding boundary.
 
-No value of a tensor is read on the host, nothing is copied per call, no float64
+On the CPU the kernel runs the same integer steps (``_core._angle_values``,
+``csrc/core/angles.c``) in one call instead of the few dozen small operations: the same
+bits (the tests hold them to each other's).  On any other device no value of a tensor
+is read on the host, nothing is copied per call, no float64
 operation runs on the device (but for float64 results, and positions given in
 float64, which are read in their own dtype), and the same operations serve
 ``torch.compile``, ``torch.export`` and CUDA graphs: the tables are marked as
