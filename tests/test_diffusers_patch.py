@@ -219,6 +219,26 @@ def test_an_expanded_timestep_is_taken_as_it_is():
     assert not torch.equal(got[0], got[2])
 
 
+@pytest.mark.parametrize("device_path", [False, True])
+@pytest.mark.parametrize("empty_first", [True, False])
+def test_an_empty_timestep_changes_nothing_after_it(empty_first, device_path, monkeypatch):
+    """A call with no timesteps gives an empty embedding and shows nothing of how the
+    module reads values: it must not pass the first call's check for the calls after it
+    (kept by shape alone, it once served the zero timestep's table to every later call)."""
+    from diffusers.models.embeddings import Timesteps
+
+    monkeypatch.setattr(_tensors, "DEVICE_PATH_FORCED", device_path)
+    module, own = (Timesteps(32, flip_sin_to_cos=True, downscale_freq_shift=0)
+                   for _ in range(2))
+    empty, values = torch.zeros(0), torch.tensor([3.0, 500.0, 999.0])
+    with st.patch(module):
+        calls = [empty, values] if empty_first else [values, empty]
+        for t in calls + [values + 1]:
+            got, want = module(t), own(t)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            assert not t.numel() or float((got - want).abs().max()) < 1e-3  # (float32 drift)
+
+
 def test_tables_made_on_the_mac_branch_are_made_again_on_the_float64_one(monkeypatch):
     """Wan built where MPS exists has float32 tables, off by their float32 angles at
     long positions: the first-call check allows for its constructor's angles, and the

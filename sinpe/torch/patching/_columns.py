@@ -119,7 +119,8 @@ class Columns:
             rows = values.shape[0]
             columns = values.index_select(-1, source) * sign
             if dtype.is_complex:
-                columns = torch.view_as_complex(columns.reshape(rows, -1, 2).contiguous())
+                columns = torch.view_as_complex(
+                    columns.reshape(rows, columns.shape[1] // 2, 2).contiguous())
             outputs.append(columns.reshape(rows, *rest))
         return _pytree.tree_unflatten(outputs, self.spec)
 
@@ -133,7 +134,8 @@ class Columns:
         if per_pair:
             array = np.ascontiguousarray(array[:, self.axis])
         rows = array.shape[0]
-        pairs = self.angles.array_values(array, per_pair, False).reshape(rows, -1)
+        values = self.angles.array_values(array, per_pair, False)  # (rows, pairs, 2)
+        pairs = values.reshape(rows, 2 * values.shape[1])
         outputs = []
         for (rest, dtype, _, _), (take, negated, zeros, ones) in zip(self.leaves, self._cpu):
             columns = pairs.take(take, axis=1)
@@ -142,7 +144,7 @@ class Columns:
                     columns[:, where] = -columns[:, where] if value is None else value
             out = torch.from_numpy(columns)
             if dtype.is_complex:
-                out = torch.view_as_complex(out.reshape(rows, -1, 2))
+                out = torch.view_as_complex(out.reshape(rows, out.shape[1] // 2, 2))
             outputs.append(out.reshape(rows, *rest))
         return _pytree.tree_unflatten(outputs, self.spec)
 
@@ -161,6 +163,8 @@ def learn(cpu_call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
     if real.dim() not in (1, 2) or (real.dim() == 2 and not 1 <= real.shape[1] <= MAX_AXES):
         return None
     rows = real.shape[0]
+    if rows == 0:  # no values: every column would match every other, and the constants
+        return None
     axes = 1 if real.dim() == 1 else real.shape[1]
 
     def run(positions: torch.Tensor) -> tuple[Any, list[tuple[int, Any, Any]]]:
