@@ -50,6 +50,10 @@ import sys
 import numpy as np
 import pytest
 
+# Under the asan stage's sanitized process (scripts/asan.sh preloads the runtime): its
+# allocator's quarantine keeps freed memory resident, and it maps terabytes of shadow.
+UNDER_ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
+
 U64 = 2.0**-53  # unit roundoff of float64; also 1 ulp of a double in [0.5, 1)
 U32 = 2.0**-24  # unit roundoff of float32; also 1 ulp of a float32 in [0.5, 1)
 

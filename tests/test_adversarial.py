@@ -8,13 +8,13 @@ by an overcommitting kernel and then fill the disk of swap.
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import pytest
+from conftest import UNDER_ASAN
 
 import sinpe
 from sinpe.reference import table_float64
@@ -22,7 +22,6 @@ from sinpe.reference import table_float64
 BOUND = sinpe.MAX_POSITION
 DOCUMENTED = (TypeError, ValueError, OverflowError, MemoryError)
 FLOAT_DTYPES = (np.float16, np.float32, np.float64)
-UNDER_ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
 
 
 def still_works():

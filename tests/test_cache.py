@@ -4,7 +4,6 @@ within its bounds whatever is asked of it, and threads and ``clear_cache`` must 
 disturb each other."""
 from __future__ import annotations
 
-import os
 import threading
 
 import numpy as np
@@ -12,10 +11,9 @@ import pytest
 
 import sinpe
 from sinpe import _core
-from conftest import numpy_add as numpy_add_table
+from conftest import UNDER_ASAN, numpy_add as numpy_add_table
 
 MAX_TABLES, MAX_BYTES, MAX_TABLE_BYTES, MIN_TABLE_BYTES = 8, 64 << 20, 16 << 20, 16 << 10
-UNDER_ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
 
 
 @pytest.fixture(autouse=True)

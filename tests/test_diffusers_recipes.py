@@ -504,7 +504,7 @@ def drift_figures():
             ("`Timesteps(256, True, 0, scale=1000)`, t = 0, 0.001, .., 1", 256, True, 0, 1000,
              unit)):
         w = 10000.0 ** (-np.arange(d // 2) / (d // 2 - shift))
-        s, c = reference(steps * np.float64(scale), w)
+        s, c = reference(steps.astype(np.float64) * scale, w)  # (NumPy 1 kept float32)
         want = np.concatenate([c, s] if flip else [s, c], axis=1)
         theirs = E.Timesteps(d, flip, shift, scale)(torch.from_numpy(steps))
         got = run(3, pe=run(2, t=steps, d=d, M=10000, scale=scale, shift=shift), d=d) if flip \

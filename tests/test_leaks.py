@@ -18,13 +18,13 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from conftest import UNDER_ASAN
 
 import sinpe
 
 # scripts/valgrind.sh sets fewer: valgrind's own leak check needs only a few
 # calls per path, and the thresholds below then cannot fail (they need 3000).
 CALLS = int(os.environ.get("SINPE_LEAK_CALLS", 3000))
-UNDER_ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
 
 
 def rss_bytes():

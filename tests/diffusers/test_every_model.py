@@ -4,7 +4,7 @@ A stage of its own, with tests/families (``pytest tests/diffusers``; the README'
 command leaves this folder out).  For each model class of the installed diffusers whose
 code has positional code, a tiny random-init model (:mod:`dtiny`: generic rules, no
 per-model values) is built, patched, run for two denoising steps and undone in a worker
-process (:func:`battery.run`), and:
+process (:func:`diffusers_battery.run`), and:
 
 - it is served, or refused with a reason that names what sinpe did not find; a class
   whose tiny model does not run a forward here is patched and undone all the same
@@ -33,7 +33,7 @@ from reference.batteries import run_all
 require_torch()
 require("diffusers")
 import dtiny  # noqa: E402
-from table import TABLE, render  # noqa: E402
+from diffusers_table import TABLE, render  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CLASSES = dtiny.positional_classes()
@@ -43,9 +43,9 @@ DEVICE_PATH = os.environ.get("SINPE_TORCH_PATH") == "device"
 @pytest.fixture(scope="session")
 def results() -> dict:
     """Every class's result, two worker processes (each class in a fresh model)."""
-    import battery
+    import diffusers_battery
 
-    return run_all(HERE, CLASSES, battery.run)
+    return run_all(HERE, CLASSES, diffusers_battery.run)
 
 
 @pytest.mark.parametrize("name", CLASSES)
@@ -86,7 +86,7 @@ def test_most_models_are_served(results):
 
 @pytest.mark.skipif(DEVICE_PATH, reason="the page is the kernel path's run (the same models)")
 def test_the_documentations_table_is_this_runs(results):
-    """``python tests/diffusers/table.py`` writes it (the same run as this stage)."""
+    """``python tests/diffusers/diffusers_table.py`` writes it (the same run as this stage)."""
     assert TABLE.read_text() == render(results), (
         "docs/diffusers-models.md is not what this run found: regenerate it with "
-        "`python tests/diffusers/table.py`")
+        "`python tests/diffusers/diffusers_table.py`")

@@ -4,7 +4,7 @@ A stage of its own (``pytest tests/families``, a few minutes on two processes; t
 README's test command leaves this folder out).  For each family of the installed
 transformers whose modeling code defines rotary embeddings, a tiny random-init model
 (:mod:`tiny`: generic rules, no per-family values) is built, patched, run and undone
-in a worker process (:func:`battery.run`), and:
+in a worker process (:func:`families_battery.run`), and:
 
 - it is served, or refused with a reason that names what sinpe did not find or could
   not reproduce; a family transformers itself cannot build is skipped with its error;
@@ -12,7 +12,7 @@ in a worker process (:func:`battery.run`), and:
   (the model in float64 with exact angles, nothing of sinpe in it) than twice HF's own
   float32 outputs are, plus two ulps of the largest output: float32 noise, no family
   silently wrong;
-- at positions near 2**17 (sharp attention: :mod:`battery`) they are no further from it
+- at positions near 2**17 (sharp attention: :mod:`families_battery`) they are no further from it
   than HF's own (plus the floor), and where HF's error there is beyond four times its
   error at 0..63 with the same sharp attention (its angles' drift shows), less than half
   of HF's;
@@ -33,7 +33,7 @@ from reference.batteries import run_all
 require_torch()
 require("transformers")
 import tiny  # noqa: E402
-from table import TABLE, render  # noqa: E402
+from families_table import TABLE, render  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 FAMILIES = tiny.rope_families()
@@ -42,9 +42,9 @@ FAMILIES = tiny.rope_families()
 @pytest.fixture(scope="session")
 def results() -> dict:
     """Every family's result, two worker processes (each family in a fresh model)."""
-    import battery
+    import families_battery
 
-    return run_all(HERE, FAMILIES, battery.run)
+    return run_all(HERE, FAMILIES, families_battery.run)
 
 
 SPECIFIC = re.compile(r"has no rotary position embedding that sinpe finds|"
@@ -86,7 +86,7 @@ def test_most_families_are_served(results):
 
 
 def test_the_documentations_table_is_this_runs(results):
-    """``python tests/families/table.py`` writes it (the same run as this stage)."""
+    """``python tests/families/families_table.py`` writes it (the same run as this stage)."""
     assert TABLE.read_text() == render(results), (
         "docs/families.md is not what this run found: regenerate it with "
-        "`python tests/families/table.py`")
+        "`python tests/families/families_table.py`")

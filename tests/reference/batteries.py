@@ -84,13 +84,17 @@ def run_all(folder: Path, names: list[str], run: Callable[[str], dict]) -> dict[
         return {name: future.result() for name, future in futures.items()}
 
 
-def write_table(table: Path, render: Callable[[dict], str], folder: Path, names: str) -> None:
-    """A stage's documentation page, rendered from its battery's run of every model
-    ``names`` lists (``"module.function"`` of the stage's folder)."""
+def write_table(table: Path, render: Callable[[dict], str], folder: Path, names: str,
+                battery: str) -> None:
+    """A stage's documentation page, rendered from its battery's run (``battery``: the
+    module of the stage's folder whose ``run`` runs a model) of every model ``names``
+    lists (``"module.function"`` of the stage's folder).  The stages' modules have names
+    of their own: pytest runs both folders in one process, where one ``table`` or
+    ``battery`` would stand for the other's."""
     import importlib
 
     sys.path[:0] = [str(folder), str(TESTS)]
     module, function = names.rsplit(".", 1)
     listed = getattr(importlib.import_module(module), function)()
-    table.write_text(render(run_all(folder, listed, importlib.import_module("battery").run)))
+    table.write_text(render(run_all(folder, listed, importlib.import_module(battery).run)))
     print(f"wrote {table}")
