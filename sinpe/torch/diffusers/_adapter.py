@@ -205,7 +205,9 @@ def _entries_plan(obj: Any, label: str, classes: Optional[set[type]] = None,
     ``forward`` for a model, entered as ``entry``; a pipeline's methods that call them)."""
     changes = Plan()
     methods: list[tuple[Any, str]] = []  # (owner object, method name) to enter
-    for cls in classes if classes is not None else {type(obj)}:
+    # (in the classes' names' order: a set's would change the handle's from run to run)
+    chosen = classes if classes is not None else {type(obj)}
+    for cls in sorted(chosen, key=lambda c: (c.__module__, c.__qualname__)):
         for klass in cls.__mro__:
             if not (klass.__module__ or "").startswith(LIBRARY + "."):
                 continue
