@@ -288,7 +288,7 @@ def test_a_patched_model_runs_on_the_meta_device(name, one_torch_thread):
 
 def test_compiles_fullgraph_with_dynamic_shapes_and_the_eager_values(device_path):
     """The device path's rotary module traces as plain device operations: one graph
-    (fullgraph) for every length (dynamic shapes), the eager values.  (tests/test_compile.py
+    (fullgraph) for every length (dynamic shapes), the eager values.  (tests/slow/test_compile.py
     compiles whole patched models; with SINPE_TORCH_PATH=device it does so on this path.)"""
     config = transformers.LlamaConfig(
         hidden_size=64, num_attention_heads=4, max_position_embeddings=131072,

@@ -1,5 +1,8 @@
 """sinpe.torch under torch.compile and torch.export: patched models and the functions.
 
+In tests/slow (a CI stage of its own, ``pytest tests/slow``; the README's command leaves
+this folder out: compile time is what this file spends, a minute and more here).
+
 Tiny random-init transformers models of Llama, Qwen2 and Gemma 3 (text; its
 sliding and full layers have rotary modules of their own), each patched with
 ``sinpe.torch.patch``:
