@@ -239,6 +239,28 @@ def test_an_empty_timestep_changes_nothing_after_it(empty_first, device_path, mo
             assert not t.numel() or float((got - want).abs().max()) < 1e-3  # (float32 drift)
 
 
+@pytest.mark.parametrize("device_path", [False, True])
+def test_position_ids_beside_a_tensor_read_for_its_dtype_are_learned(device_path, monkeypatch):
+    """Anima's ``rotary_emb(x, position_ids)``: ``x`` gives the dtype alone, the ids are
+    ``(1, N)`` made anew by every forward. Learned as columns (each id a row), it serves
+    any N exactly, by device operations on the device path: no call kept by identity."""
+    monkeypatch.setattr(_tensors, "DEVICE_PATH_FORCED", device_path)
+    model, info = dtiny.build("AnimaTextConditioner", compare=False)
+    rotary = next(m for n, m in model.named_modules() if n.endswith("rotary_emb"))
+    freq = rotary.inv_freq.double()
+    x = torch.zeros(2, 4, 128)
+    with st.patch(model):
+        model(**info["inputs"])
+        assert vars(rotary)["forward"].call.columns is not None
+        for n in (4, 16, 300):
+            ids = torch.arange(n)[None] + 7
+            cos, sin = rotary(x, ids)
+            angle = torch.cat([ids.double()[..., None] * freq] * 2, -1)
+            assert cos.shape == (1, n, 2 * len(freq)) and cos.dtype == torch.float32
+            for got, exact in ((cos, angle.cos()), (sin, angle.sin())):
+                assert float((got.double() - exact).abs().max()) <= 2.0**-25 + 2.0**-30
+
+
 def test_tables_made_on_the_mac_branch_are_made_again_on_the_float64_one(monkeypatch):
     """Wan built where MPS exists has float32 tables, off by their float32 angles at
     long positions: the first-call check allows for its constructor's angles, and the

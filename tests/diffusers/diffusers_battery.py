@@ -101,6 +101,24 @@ def _reads(model: torch.nn.Module, inputs: dict[str, Any]) -> Any:
     return reads.count
 
 
+def _by_value(model: torch.nn.Module) -> list[str]:
+    """The stand-ins that read their positions' values and are no columns form: on a
+    device they are kept by the positions tensor's identity, and a model that makes its
+    positions anew at every step has them computed on the host at every step."""
+    import sys
+
+    from sinpe.torch.patching._exact import ExactCall
+
+    held = [(f"{name}.{attr}".strip("."), value) for name, m in model.named_modules()
+            for attr, value in vars(m).items()]
+    homes = {sys.modules[type(m).__module__] for m in model.modules()}
+    held += [(f"{home.__name__}.{attr}", value) for home in homes
+             for attr, value in vars(home).items()]
+    return sorted({name for name, value in held
+                   if isinstance(call := getattr(value, "call", None), ExactCall)
+                   and call.checked and call.by_value and call.columns is None})
+
+
 def run(name: str) -> dict[str, Any]:
     """What the stage's test judges about one class (plain data)."""
     torch.set_num_threads(1)
@@ -139,6 +157,7 @@ def run(name: str) -> dict[str, Any]:
             patched = _outputs(model, inputs)
             patched_later = _outputs(model, later)
             patched_reads = _reads(model, _later(later))  # a third step: everything kept
+            result["by_value"] = _by_value(model)
     finally:
         handle.undo()
     result.update(status="served", rotary=list(handle.rotary), functions=list(handle.functions),

@@ -75,6 +75,9 @@ class Columns:
                  ) -> None:
         self.angles = AngleTables(freq)
         self.axis = axis
+        self.position = 0  # which leaf of the call's arguments holds the positions
+        self.lead = 0  # positions of this many axes taken as one axis (0: (N,) or (N, axes))
+        self.axes = 0  # the axes of (N, axes) positions (0: (N,))
         self.spec = spec  # the outputs' structure
         self.leaves = leaves
         self._device: dict[torch.device, tuple[torch.Tensor, ...]] = {}
@@ -98,7 +101,23 @@ class Columns:
         self.angles.on(device)
         self._on(device)
 
+    def fits(self, positions: torch.Tensor) -> bool:
+        """Whether ``positions`` have the layout learned (another number of axes, or
+        of the ids' columns, is another module's call: not these columns)."""
+        if self.lead:
+            return positions.dim() == self.lead
+        if self.axes:
+            return positions.dim() == 2 and positions.shape[1] == self.axes
+        return positions.dim() == 1
+
     def __call__(self, positions: torch.Tensor) -> Any:
+        if self.lead:  # each position a row: the outputs keep the positions' axes
+            shape = tuple(positions.shape)
+            return _pytree.tree_map(lambda out: out.reshape(*shape, *out.shape[1:]),
+                                    self._rows(positions.reshape(-1)))
+        return self._rows(positions)
+
+    def _rows(self, positions: torch.Tensor) -> Any:
         if kernel_reads(positions):
             return self._on_cpu(positions)
         device = positions.device
@@ -153,19 +172,44 @@ def learn(cpu_call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
           dtypes: list[Optional[torch.dtype]]) -> Optional[Columns]:
     """The columns of ``cpu_call`` (a positional module's code on the CPU) for calls like
     ``args, kwargs``, or None where its outputs are not such columns.  ``dtypes``: the
-    module's own output dtypes (the columns are given in them, 16-bit ones in float32)."""
+    module's own output dtypes (the columns are given in them, 16-bit ones in float32).
+
+    The positions are one tensor argument whose values the outputs follow; the other
+    tensor arguments' values must change nothing (Anima's ``rotary_emb(x, position_ids)``
+    reads ``x``'s dtype alone).  Positions of shape ``(N,)``, ``(N, axes)``, or of any
+    shape whose every element is a row (``(1, N)`` position ids): then the outputs' first
+    axes are the positions'."""
     leaves, spec = _pytree.tree_flatten((args, kwargs))
     tensors = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
-    if len(tensors) != 1:
-        return None
-    position = tensors[0]
+    for position in tensors:
+        if leaves[position].is_complex() or leaves[position].dtype is torch.bool:
+            continue
+        real = leaves[position]
+        # each element a row first: it serves (1, N) ids of any N, where (N, axes) serves
+        # only as many axes as learned
+        for lead in ((real.dim(), 0) if real.dim() > 1 else (0,)):
+            form = _learn_at(cpu_call, leaves, spec, position, lead, dtypes)
+            if form is not None and _others_unread(cpu_call, leaves, spec,
+                                                   [i for i in tensors if i != position]):
+                form.position, form.lead = position, lead
+                form.axes = real.shape[1] if not lead and real.dim() == 2 else 0
+                return form
+    return None
+
+
+def _learn_at(cpu_call: Callable[..., Any], leaves: list[Any], spec: Any, position: int,
+              lead: int, dtypes: list[Optional[torch.dtype]]) -> Optional[Columns]:
+    """:func:`learn` with ``leaves[position]`` as the positions (``lead``: their axes taken
+    as one, 0: not)."""
     real = leaves[position]
-    if real.dim() not in (1, 2) or (real.dim() == 2 and not 1 <= real.shape[1] <= MAX_AXES):
+    shape = tuple(real.shape)
+    if not lead and (real.dim() not in (1, 2)
+                     or (real.dim() == 2 and not 1 <= real.shape[1] <= MAX_AXES)):
         return None
-    rows = real.shape[0]
+    rows = real.numel() if lead else real.shape[0]
     if rows == 0:  # no values: every column would match every other, and the constants
         return None
-    axes = 1 if real.dim() == 1 else real.shape[1]
+    axes = 1 if lead or real.dim() == 1 else real.shape[1]
 
     def run(positions: torch.Tensor) -> tuple[Any, list[tuple[int, Any, Any]]]:
         given = list(leaves)
@@ -174,15 +218,26 @@ def learn(cpu_call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
         mode = _Recording([positions])
         with torch.no_grad(), mode:
             out = cpu_call(*call_args, **call_kwargs)
-        return out, mode.calls
+        if not lead:
+            return out, mode.calls
+        # each position a row: the calls' and outputs' first axes must be the positions'
+        calls = [(kind, angle.reshape(rows, -1), result.reshape(rows, -1))
+                 for kind, angle, result in mode.calls
+                 if tuple(angle.shape[:lead]) == shape == tuple(result.shape[:lead])]
+        outputs = [t.reshape(rows, *t.shape[lead:]) if isinstance(t, torch.Tensor)
+                   and tuple(t.shape[:lead]) == shape else None
+                   for t in _pytree.tree_leaves(out)]
+        if len(calls) != len(mode.calls) or any(t is None for t in outputs):
+            raise ValueError("an angle or an output without the positions' axes first")
+        return _pytree.tree_unflatten(outputs, _pytree.tree_flatten(out)[1]), calls
 
     dtype = real.dtype if real.is_floating_point() else torch.int64
-    ones = torch.ones(real.shape, dtype=dtype)
+    unit_shape = (rows,) if lead else shape
     try:
-        _, zero_calls = run(torch.zeros(real.shape, dtype=dtype))
-        _, one_calls = run(ones)
-        axis_calls = [run(_unit(real.shape, a, dtype))[1] for a in range(axes)]
-        probe = _random(real.shape, dtype)
+        _, zero_calls = run(torch.zeros(shape, dtype=dtype))
+        _, one_calls = run(torch.ones(shape, dtype=dtype))
+        axis_calls = [run(_unit(unit_shape, a, dtype).reshape(shape))[1] for a in range(axes)]
+        probe = _random(shape, dtype)
         outputs, probe_calls = run(probe)
     except Exception:
         return None
@@ -191,6 +246,31 @@ def learn(cpu_call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
         return None
     out_leaves, out_spec = _pytree.tree_flatten(outputs)
     return _columns(pairs, probe_calls, out_leaves, out_spec, dtypes, rows)
+
+
+def _others_unread(cpu_call: Callable[..., Any], leaves: list[Any], spec: Any,
+                   others: list[int]) -> bool:
+    """Whether the outputs keep their bits when every one of ``others`` (tensor leaves)
+    holds other values (each element changed: twice plus one, or negated for bool)."""
+    if not others:
+        return True
+    changed = list(leaves)
+    for i in others:
+        tensor = leaves[i]
+        changed[i] = ~tensor if tensor.dtype is torch.bool else tensor * 2 + 1
+        if not bool((changed[i] != tensor).all()):  # (infinities, NaNs, wrapped integers)
+            return False
+    try:
+        with torch.no_grad():
+            want, got = ([*_pytree.tree_leaves(cpu_call(*call[0], **call[1]))] for call in
+                         (_pytree.tree_unflatten(leaves, spec),
+                          _pytree.tree_unflatten(changed, spec)))
+    except Exception:
+        return False
+    return len(want) == len(got) and all(
+        isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype
+        and a.shape == b.shape and bool(((a == b) | (a.isnan() & b.isnan())).all())
+        for a, b in zip(want, got))
 
 
 def _unit(shape: tuple[int, ...], axis: int, dtype: torch.dtype) -> torch.Tensor:

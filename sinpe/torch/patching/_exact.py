@@ -159,7 +159,9 @@ class ExactCall:
         if self.failed:
             return self.own(*args, **kwargs)
         if self.checked and self.columns is not None:  # (the bits the eager path keeps)
-            return self.columns(_leaf(args, kwargs, self._position))
+            positions = _leaf(args, kwargs, self._position)
+            if self.columns.fits(positions):
+                return self.columns(positions)
         if self.checked and not self.by_value:
             kept = self._by_shape.get(_plain(_pytree.tree_leaves((args, kwargs))))
             if kept is not None:
@@ -169,11 +171,14 @@ class ExactCall:
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self.failed:
             return self.own(*args, **kwargs)
+        positions = None
         if self.columns is not None:
             positions = _leaf(args, kwargs, self._position)
+            if not self.columns.fits(positions):
+                positions = None  # not the layout learned: kept or computed as any call
             # device operations (no host read); on the CPU, the kernel's few microseconds
             # for a few positions (a timestep), else the outputs kept for these values
-            if _device_path(positions) or positions.numel() <= COMPUTED:
+            elif _device_path(positions) or positions.numel() <= COMPUTED:
                 return self.columns(positions)
         key = self._key(args, kwargs)
         with self._lock:
@@ -183,7 +188,7 @@ class ExactCall:
                 return kept
         if not self.checked:
             return self._first(args, kwargs)
-        if self.columns is not None:
+        if positions is not None:
             value = self.columns(positions)
         else:
             value = self._exact(args, kwargs, self._device(args, kwargs))
@@ -231,13 +236,17 @@ class ExactCall:
             return got
         if form is None:
             return got
-        leaves = _pytree.tree_leaves((args, kwargs))
-        position = next(i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor))
+        position = form.position
         try:
-            mine = form(leaves[position])
+            mine = form(_pytree.tree_leaves((args, kwargs))[position])
         except Exception:
             return got
-        if not _within_an_ulp(mine, got):
+        try:  # against the exact outputs with these positions in double: the code's own
+            # angles in double where its arithmetic is recorded, as in ``got``, else more
+            exact = self._exact(args, kwargs, self._device(args, kwargs), positions=position)
+        except Exception:
+            return got
+        if not _within_an_ulp(mine, exact):
             return got
         self.columns, self._position = form, position
         return mine
@@ -251,12 +260,14 @@ class ExactCall:
     # -- the exact values
 
     def _exact(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: torch.device,
-               angle: bool = False) -> Any:
+               angle: bool = False, positions: Optional[int] = None) -> Any:
         # (a module that reads its arguments' shapes alone gets zeros of their shapes on
         # the CPU: nothing is read or copied from the device)
         place = _on_cpu if self.by_value or not self.checked else _zeros_on_cpu
         cpu_args, cpu_kwargs = _pytree.tree_map(place, (args, kwargs))
-        mode = ExactAngles()
+        # (``positions``: the leaf whose values every operation then takes in double)
+        mode = ExactAngles([] if positions is None else
+                           [_pytree.tree_leaves((cpu_args, cpu_kwargs))[positions]])
         with _cpu_branches(), torch.no_grad(), mode:
             out = self.cpu_call(*cpu_args, **cpu_kwargs)
         leaves, spec = _pytree.tree_flatten(out)
