@@ -189,8 +189,8 @@ def learn(cpu_call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
         # only as many axes as learned
         for lead in ((real.dim(), 0) if real.dim() > 1 else (0,)):
             form = _learn_at(cpu_call, leaves, spec, position, lead, dtypes)
-            if form is not None and _others_unread(cpu_call, leaves, spec,
-                                                   [i for i in tensors if i != position]):
+            if form is not None and values_unread(cpu_call, leaves, spec,
+                                                  [i for i in tensors if i != position]):
                 form.position, form.lead = position, lead
                 form.axes = real.shape[1] if not lead and real.dim() == 2 else 0
                 return form
@@ -248,29 +248,48 @@ def _learn_at(cpu_call: Callable[..., Any], leaves: list[Any], spec: Any, positi
     return _columns(pairs, probe_calls, out_leaves, out_spec, dtypes, rows)
 
 
-def _others_unread(cpu_call: Callable[..., Any], leaves: list[Any], spec: Any,
-                   others: list[int]) -> bool:
-    """Whether the outputs keep their bits when every one of ``others`` (tensor leaves)
-    holds other values (each element changed: twice plus one, or negated for bool)."""
-    if not others:
-        return True
+def values_unread(call: Callable[..., Any], leaves: list[Any], spec: Any, indices: list[int],
+                  want: Any = None) -> bool:
+    """Whether ``call``'s outputs (``want``, else its outputs on ``leaves``) keep their
+    bits when every tensor leaf at ``indices`` holds other values: each element
+    changed (twice plus one: plus one alone leaves a bfloat16 1000 as it was; negated
+    for bool).  Empty tensors have no values to change."""
     changed = list(leaves)
-    for i in others:
+    for i in indices:
         tensor = leaves[i]
+        if not tensor.numel():
+            continue
         changed[i] = ~tensor if tensor.dtype is torch.bool else tensor * 2 + 1
         if not bool((changed[i] != tensor).all()):  # (infinities, NaNs, wrapped integers)
             return False
+    if all(a is b for a, b in zip(changed, leaves)):  # no values to change
+        return True
     try:
         with torch.no_grad():
-            want, got = ([*_pytree.tree_leaves(cpu_call(*call[0], **call[1]))] for call in
-                         (_pytree.tree_unflatten(leaves, spec),
-                          _pytree.tree_unflatten(changed, spec)))
+            if want is None:
+                args, kwargs = _pytree.tree_unflatten(leaves, spec)
+                want = call(*args, **kwargs)
+            args, kwargs = _pytree.tree_unflatten(changed, spec)
+            again = call(*args, **kwargs)
     except Exception:
         return False
-    return len(want) == len(got) and all(
-        isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype
-        and a.shape == b.shape and bool(((a == b) | (a.isnan() & b.isnan())).all())
-        for a, b in zip(want, got))
+    return _same(again, want)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The same structure and the same bits (tensors: shape, dtype and values)."""
+    la, lb = _pytree.tree_leaves(a), _pytree.tree_leaves(b)
+    if len(la) != len(lb):
+        return False
+    for x, y in zip(la, lb):
+        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
+            return False
+        if isinstance(x, torch.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype or not torch.equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return True
 
 
 def _unit(shape: tuple[int, ...], axis: int, dtype: torch.dtype) -> torch.Tensor:
