@@ -16,7 +16,14 @@ probe positions:
   all zeros: no angle may remain (no offset);
 - one axis at a time: which axis each column's angle follows;
 - random positions: each output column must equal one trigonometric call's column
-  (or its negation, or a constant) bit for bit in double.
+  (or its negation) bit for bit in double, or be a constant: the same value in
+  every row of every probe (a zero pad, a table made at construction beside the
+  embedding).
+
+A negative frequency (a Gaussian Fourier projection's random ones) is its absolute
+value with the sine negated.  Columns are given in the module's dtype, float64 and
+complex128 included (the tables' float64 digits, a few float64 ulps from exact), 16-bit
+ones in float32.
 
 :class:`Columns` then computes the outputs from the positions by device operations
 alone (:class:`sinpe.torch._angles.AngleTables`, the values rounded once): no host
@@ -71,20 +78,32 @@ class Columns:
     0, 1]``) with their signs."""
 
     def __init__(self, freq: np.ndarray, axis: np.ndarray, spec: Any,
-                 leaves: list[tuple[tuple[int, ...], torch.dtype, np.ndarray, np.ndarray]]
-                 ) -> None:
-        self.angles = AngleTables(freq)
+                 leaves: list[tuple[tuple[int, ...], torch.dtype, np.ndarray, np.ndarray]],
+                 constants: np.ndarray) -> None:
+        # cos is even and sin odd: a negative frequency's sines negated
+        trig = 2 * len(freq)
+        odd = np.zeros(trig + 2 + len(constants), bool)
+        odd[1:trig:2] = freq < 0
+        leaves = [(rest, dtype, source, np.where(odd[source], -sign, sign).astype(np.float32))
+                  for rest, dtype, source, sign in leaves]
+        self.angles = AngleTables(np.abs(freq))
         self.axis = axis
         self.position = 0  # which leaf of the call's arguments holds the positions
-        self.lead = 0  # positions of this many axes taken as one axis (0: (N,) or (N, axes))
-        self.axes = 0  # the axes of (N, axes) positions (0: (N,))
+        self.lead = 0  # positions' leading axes that are rows (0: the first alone)
+        self.axes = 0  # the axes of (rows, axes) positions (0: one position a row)
         self.spec = spec  # the outputs' structure
         self.leaves = leaves
+        # per output, how its first axes hold the rows' axes (lead: :func:`_row_axes`)
+        self.templates: list[tuple[int, ...]] = []
+        self.constants = constants  # (double) the source columns after [..., 0, 1]
         self._device: dict[torch.device, tuple[torch.Tensor, ...]] = {}
+        self._constants: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
+        # the CPU kernel gives float32 (complex64): wider outputs take the tables' digits
+        self._narrow = all(dtype in (torch.float32, torch.complex64) for _, dtype, _, _ in leaves)
         # per leaf, for the CPU: the pairs' columns to take, those negated, the constants
-        constant = 2 * len(freq)
-        self._cpu = [(np.where(source < constant, source, 0), np.flatnonzero(sign < 0),
-                      np.flatnonzero(source == constant), np.flatnonzero(source == constant + 1))
+        self._cpu = [(np.where(source < trig, source, 0), np.flatnonzero(sign < 0),
+                      np.flatnonzero(source >= trig),
+                      np.concatenate([[0.0, 1.0], constants])[source[source >= trig] - trig])
                      for _, _, source, sign in leaves]
 
     def _on(self, device: torch.device) -> tuple[torch.Tensor, ...]:
@@ -104,21 +123,31 @@ class Columns:
     def fits(self, positions: torch.Tensor) -> bool:
         """Whether ``positions`` have the layout learned (another number of axes, or
         of the ids' columns, is another module's call: not these columns)."""
-        if self.lead:
-            return positions.dim() == self.lead
+        rows = max(self.lead, 1)
         if self.axes:
-            return positions.dim() == 2 and positions.shape[1] == self.axes
-        return positions.dim() == 1
+            return positions.dim() == rows + 1 and positions.shape[-1] == self.axes
+        return positions.dim() == rows
 
     def __call__(self, positions: torch.Tensor) -> Any:
-        if self.lead:  # each position a row: the outputs keep the positions' axes
-            shape = tuple(positions.shape)
-            return _pytree.tree_map(lambda out: out.reshape(*shape, *out.shape[1:]),
-                                    self._rows(positions.reshape(-1)))
+        if self.lead:  # the rows' axes first: the outputs keep them
+            rows = [_rows_shape(template, tuple(positions.shape[:self.lead]))
+                    for template in self.templates]
+            flat = positions.reshape(-1, self.axes) if self.axes else positions.reshape(-1)
+            leaves, spec = _pytree.tree_flatten(self._rows(flat))
+            return _pytree.tree_unflatten(
+                [out.reshape(*axes, *out.shape[1:]) for out, axes in zip(leaves, rows)], spec)
         return self._rows(positions)
 
+    def _constant_columns(self, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+        """``[0, 1, constants...]`` in ``dtype`` on ``device``, each rounded once."""
+        made = self._constants.get((device, dtype))
+        if made is None:
+            values = torch.from_numpy(np.concatenate([[0.0, 1.0], self.constants]))
+            made = self._constants[(device, dtype)] = values.to(dtype).to(device)
+        return made
+
     def _rows(self, positions: torch.Tensor) -> Any:
-        if kernel_reads(positions):
+        if self._narrow and kernel_reads(positions):
             return self._on_cpu(positions)
         device = positions.device
         axis, *indices = self._on(device)
@@ -130,10 +159,10 @@ class Columns:
             source, sign = indices[2 * n], indices[2 * n + 1]
             real = _real(dtype)
             values = sources.get(real)
-            if values is None:  # [c_0, s_0, c_1, s_1, ..., 0, 1]: once per dtype
+            if values is None:  # [c_0, s_0, c_1, s_1, ..., 0, 1, constants]: once per dtype
                 pairs = self.angles.values(per_pair, real, per_pair=True).flatten(-2)
-                values = torch.cat([pairs, pairs.new_zeros(pairs.shape[0], 1),
-                                    pairs.new_ones(pairs.shape[0], 1)], -1)
+                fixed = self._constant_columns(device, real)
+                values = torch.cat([pairs, fixed.expand(pairs.shape[0], -1)], -1)
                 sources[real] = values
             rows = values.shape[0]
             columns = values.index_select(-1, source) * sign
@@ -156,11 +185,12 @@ class Columns:
         values = self.angles.array_values(array, per_pair, False)  # (rows, pairs, 2)
         pairs = values.reshape(rows, 2 * values.shape[1])
         outputs = []
-        for (rest, dtype, _, _), (take, negated, zeros, ones) in zip(self.leaves, self._cpu):
+        for (rest, dtype, _, _), (take, negated, fixed, value) in zip(self.leaves, self._cpu):
             columns = pairs.take(take, axis=1)
-            for where, value in ((negated, None), (zeros, 0.0), (ones, 1.0)):
-                if where.size:
-                    columns[:, where] = -columns[:, where] if value is None else value
+            if negated.size:
+                columns[:, negated] = -columns[:, negated]
+            if fixed.size:  # (each rounded once to float32)
+                columns[:, fixed] = value.astype(np.float32)
             out = torch.from_numpy(columns)
             if dtype.is_complex:
                 out = torch.view_as_complex(out.reshape(rows, out.shape[1] // 2, 2))
@@ -176,9 +206,9 @@ def learn(cpu_call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
 
     The positions are one tensor argument whose values the outputs follow; the other
     tensor arguments' values must change nothing (Anima's ``rotary_emb(x, position_ids)``
-    reads ``x``'s dtype alone).  Positions of shape ``(N,)``, ``(N, axes)``, or of any
-    shape whose every element is a row (``(1, N)`` position ids): then the outputs' first
-    axes are the positions'."""
+    reads ``x``'s dtype alone).  Positions of shape ``(N,)``, ``(N, axes)``, of any
+    shape whose every element is a row (``(1, N)`` position ids), or ``(..., axes)``
+    (``(B, N, axes)`` ids): then the outputs' first axes are the positions' rows'.""" 
     leaves, spec = _pytree.tree_flatten((args, kwargs))
     tensors = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
     for position in tensors:
@@ -187,29 +217,41 @@ def learn(cpu_call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str,
         real = leaves[position]
         # each element a row first: it serves (1, N) ids of any N, where (N, axes) serves
         # only as many axes as learned
-        for lead in ((real.dim(), 0) if real.dim() > 1 else (0,)):
-            form = _learn_at(cpu_call, leaves, spec, position, lead, dtypes)
+        for lead, axes in _layouts(real):
+            form = _learn_at(cpu_call, leaves, spec, position, lead, axes, dtypes)
             if form is not None and values_unread(cpu_call, leaves, spec,
                                                   [i for i in tensors if i != position]):
-                form.position, form.lead = position, lead
-                form.axes = real.shape[1] if not lead and real.dim() == 2 else 0
+                form.position, form.lead, form.axes = position, lead, axes
                 return form
     return None
 
 
+def _layouts(positions: torch.Tensor) -> list[tuple[int, int]]:
+    """The layouts ``(lead, axes)`` a positions tensor may have, in the order tried:
+    ``lead`` leading axes are the rows (0: the first alone), ``axes`` the positions of
+    a row (0: one).  Each element a row; ``(..., axes)``; ``(N,)`` or ``(N, axes)``."""
+    dim, last = positions.dim(), positions.shape[-1] if positions.dim() else 0
+    if dim <= 1:
+        return [(0, 0)]
+    layouts = [(dim, 0)]
+    if dim > 2 and 1 <= last <= MAX_AXES:
+        layouts.append((dim - 1, last))
+    if dim == 2 and 1 <= last <= MAX_AXES:
+        layouts.append((0, last))
+    return layouts
+
+
 def _learn_at(cpu_call: Callable[..., Any], leaves: list[Any], spec: Any, position: int,
-              lead: int, dtypes: list[Optional[torch.dtype]]) -> Optional[Columns]:
-    """:func:`learn` with ``leaves[position]`` as the positions (``lead``: their axes taken
-    as one, 0: not)."""
+              lead: int, axes: int, dtypes: list[Optional[torch.dtype]]) -> Optional[Columns]:
+    """:func:`learn` with ``leaves[position]`` as the positions, of the layout ``(lead,
+    axes)`` (:func:`_layouts`)."""
     real = leaves[position]
     shape = tuple(real.shape)
-    if not lead and (real.dim() not in (1, 2)
-                     or (real.dim() == 2 and not 1 <= real.shape[1] <= MAX_AXES)):
-        return None
-    rows = real.numel() if lead else real.shape[0]
+    rows = real.numel() // max(axes, 1)
     if rows == 0:  # no values: every column would match every other, and the constants
         return None
-    axes = 1 if lead or real.dim() == 1 else real.shape[1]
+    lead_shape = shape[:lead]
+    templates: list[tuple[int, ...]] = []  # per output, its rows' axes (:func:`_row_axes`)
 
     def run(positions: torch.Tensor) -> tuple[Any, list[tuple[int, Any, Any]]]:
         given = list(leaves)
@@ -220,23 +262,29 @@ def _learn_at(cpu_call: Callable[..., Any], leaves: list[Any], spec: Any, positi
             out = cpu_call(*call_args, **call_kwargs)
         if not lead:
             return out, mode.calls
-        # each position a row: the calls' and outputs' first axes must be the positions'
+        # the rows' axes: the calls' and outputs' first axes must be the positions' rows'
         calls = [(kind, angle.reshape(rows, -1), result.reshape(rows, -1))
                  for kind, angle, result in mode.calls
-                 if tuple(angle.shape[:lead]) == shape == tuple(result.shape[:lead])]
-        outputs = [t.reshape(rows, *t.shape[lead:]) if isinstance(t, torch.Tensor)
-                   and tuple(t.shape[:lead]) == shape else None
-                   for t in _pytree.tree_leaves(out)]
-        if len(calls) != len(mode.calls) or any(t is None for t in outputs):
-            raise ValueError("an angle or an output without the positions' axes first")
+                 if _row_axes(angle.shape, lead_shape) and _row_axes(result.shape, lead_shape)]
+        outputs = []
+        templates.clear()
+        for t in _pytree.tree_leaves(out):
+            template = _row_axes(t.shape, lead_shape) if isinstance(t, torch.Tensor) else None
+            if template is None:
+                raise ValueError("an output without the positions' rows first")
+            templates.append(template)
+            outputs.append(t.reshape(rows, *t.shape[len(template):]))
+        if len(calls) != len(mode.calls):
+            raise ValueError("an angle without the positions' rows first")
         return _pytree.tree_unflatten(outputs, _pytree.tree_flatten(out)[1]), calls
 
     dtype = real.dtype if real.is_floating_point() else torch.int64
-    unit_shape = (rows,) if lead else shape
+    unit_shape = (rows, axes) if axes else (rows,)
     try:
-        _, zero_calls = run(torch.zeros(shape, dtype=dtype))
-        _, one_calls = run(torch.ones(shape, dtype=dtype))
-        axis_calls = [run(_unit(unit_shape, a, dtype).reshape(shape))[1] for a in range(axes)]
+        zero_out, zero_calls = run(torch.zeros(shape, dtype=dtype))
+        one_out, one_calls = run(torch.ones(shape, dtype=dtype))
+        axis_calls = [run(_unit(unit_shape, a, dtype).reshape(shape))[1]
+                      for a in range(max(axes, 1))]
         probe = _random(shape, dtype)
         outputs, probe_calls = run(probe)
     except Exception:
@@ -245,7 +293,39 @@ def _learn_at(cpu_call: Callable[..., Any], leaves: list[Any], spec: Any, positi
     if pairs is None or len(probe_calls) != len(one_calls):
         return None
     out_leaves, out_spec = _pytree.tree_flatten(outputs)
-    return _columns(pairs, probe_calls, out_leaves, out_spec, dtypes, rows)
+    others = [_pytree.tree_leaves(zero_out), _pytree.tree_leaves(one_out)]
+    form = _columns(pairs, probe_calls, out_leaves, out_spec, dtypes, rows, others)
+    if form is not None and lead:
+        form.templates = list(templates)
+    return form
+
+
+def _rows_shape(template: tuple[int, ...], rows: tuple[int, ...]) -> tuple[int, ...]:
+    """The first axes of an output of ``template`` (:func:`_row_axes`) for ``rows``."""
+    given = iter(rows)
+    return tuple(next(given) if n < 0 else 1 for n in template)
+
+
+def _row_axes(shape: Any, rows: tuple[int, ...]) -> Optional[tuple[int, ...]]:
+    """How a tensor of ``shape`` holds the positions' rows ``rows`` in its first axes:
+    -1 for each row axis, in order, and 1 for a singleton axis between them (PRX's
+    ``unsqueeze(1)`` for the heads); None where it does not, or where a row axis of one
+    could be taken for a singleton (which one it is would be a guess)."""
+    template: list[int] = []
+    left = list(rows)
+    for n in shape:
+        if not left:
+            break
+        if n == left[0]:
+            template.append(-1)
+            left.pop(0)
+        elif n == 1:
+            template.append(1)
+        else:
+            return None
+    if left or (1 in template and 1 in rows):
+        return None
+    return tuple(template)
 
 
 def values_unread(call: Callable[..., Any], leaves: list[Any], spec: Any, indices: list[int],
@@ -334,13 +414,16 @@ def _pairs(zero: list[Any], one: list[Any], axes: list[list[Any]], rows: int
 
 
 def _real(dtype: torch.dtype) -> torch.dtype:
-    return torch.float32 if dtype.is_complex else dtype
+    return dtype.to_real() if dtype.is_complex else dtype
 
 
 def _columns(pairs: list[tuple[np.ndarray, np.ndarray]], calls: list[Any], outputs: list[Any],
-             out_spec: Any, dtypes: list[Optional[torch.dtype]], rows: int
-             ) -> Optional[Columns]:
-    """Each output column as one call's column (or its negation, or a constant)."""
+             out_spec: Any, dtypes: list[Optional[torch.dtype]], rows: int,
+             others: list[list[Any]]) -> Optional[Columns]:
+    """Each output column as one call's column (or its negation), or a constant: the
+    same value in every row of ``outputs`` and of the other probes' outputs
+    (``others``: a column that follows the positions differs between the zeros' and
+    the ones' probes)."""
     freq = np.concatenate([f for f, _ in pairs]) if pairs else np.zeros(0)
     axis = np.concatenate([a for _, a in pairs]) if pairs else np.zeros(0, np.int64)
     index: dict[bytes, tuple[int, float]] = {}
@@ -352,28 +435,38 @@ def _columns(pairs: list[tuple[np.ndarray, np.ndarray]], calls: list[Any], outpu
             for sign in (1.0, -1.0):
                 index.setdefault((sign * column).tobytes(), (2 * (start + j) + kind, sign))
         start += len(f)
-    constants = {np.zeros(rows).tobytes(): (2 * len(freq), 1.0),
-                 np.ones(rows).tobytes(): (2 * len(freq) + 1, 1.0)}
+    trig = 2 * len(freq)
+    constants: dict[bytes, int] = {np.zeros(1).tobytes(): trig, np.ones(1).tobytes(): trig + 1}
     leaves = []
-    for leaf, dtype in zip(outputs, dtypes or [None] * len(outputs)):
+    for n, (leaf, dtype) in enumerate(zip(outputs, dtypes or [None] * len(outputs))):
         if not isinstance(leaf, torch.Tensor) or leaf.dim() < 1 or leaf.shape[0] != rows:
             return None
         target = dtype if dtype is not None else leaf.dtype
-        if target in (torch.float16, torch.bfloat16) or target == torch.float64:
+        if target in (torch.float16, torch.bfloat16):
             target = torch.float32
-        if target == torch.complex128:
-            target = torch.complex64
-        wide = torch.view_as_real(leaf) if leaf.is_complex() else leaf
-        flat = wide.reshape(rows, -1).double()
+        flat = _flat(leaf, rows)
+        same = [_flat(other[n], rows) if n < len(other) and isinstance(other[n], torch.Tensor)
+                and other[n].shape == leaf.shape else None for other in others]
+        if any(other is None for other in same):
+            return None
         source, sign = [], []
         for c in range(flat.shape[1]):
             column = flat[:, c].contiguous().numpy()
-            key = column.tobytes()
-            match = index.get(key) or constants.get(key)
+            match = index.get(column.tobytes())
             if match is None:
-                return None
+                if not all(bool((values[:, c] == float(column[0])).all()) for values in [flat, *same]):
+                    return None  # neither a trigonometric column nor a constant
+                first = column[:1].tobytes()
+                match = (constants.setdefault(first, trig + len(constants)), 1.0)
             source.append(match[0])
             sign.append(match[1])
         rest = tuple(leaf.shape[1:])
         leaves.append((rest, target, np.array(source, np.int64), np.array(sign, np.float32)))
-    return Columns(freq, axis.astype(np.int64), out_spec, leaves) if leaves else None
+    fixed = np.frombuffer(b"".join(sorted(constants, key=constants.get)), np.float64)[2:]
+    return Columns(freq, axis.astype(np.int64), out_spec, leaves, fixed.copy()) if leaves else None
+
+
+def _flat(leaf: torch.Tensor, rows: int) -> torch.Tensor:
+    """An output's columns (a complex one's as real and imaginary parts), in double."""
+    wide = torch.view_as_real(leaf) if leaf.is_complex() else leaf
+    return wide.reshape(rows, -1).double()
