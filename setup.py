@@ -1,4 +1,5 @@
 """Builds the sinpe._core extension; metadata lives in pyproject.toml."""
+import copy
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -69,6 +70,15 @@ def compile_in_parallel(compiler, jobs, slow_first):
     long file started last would leave the other cores idle at the end.
     """
 
+    # SINPE_BUILD_UNSANITIZED: SIMD levels whose files are compiled without the
+    # -fsanitize flags CFLAGS gives (scripts/asan.sh: the levels this CPU cannot run,
+    # linked but never run; a sanitized level file takes minutes to compile)
+    unsanitized = {f"csrc/kernels/levels/{name}.c"
+                   for name in os.environ.get("SINPE_BUILD_UNSANITIZED", "").split()}
+    plain = copy.copy(compiler)
+    plain.compiler_so = [arg for arg in compiler.compiler_so
+                         if not arg.startswith(("-fsanitize", "-fno-sanitize"))]
+
     def compile(sources, output_dir=None, macros=None, include_dirs=None, debug=False,
                 extra_preargs=None, extra_postargs=None, depends=None):
         macros, objects, extra_postargs, pp_opts, build = compiler._setup_compile(
@@ -77,7 +87,8 @@ def compile_in_parallel(compiler, jobs, slow_first):
 
         def one(obj):
             src, ext = build[obj]
-            compiler._compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
+            chosen = plain if Path(src).as_posix() in unsanitized else compiler
+            chosen._compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
 
         with ThreadPoolExecutor(jobs) as pool:
             # list() so that the first failure is raised here

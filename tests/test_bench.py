@@ -83,6 +83,7 @@ def test_rope_section_times_every_case_on_one_and_all_threads(monkeypatch, capsy
         assert sections.count(f"rope_ {tuple(shape)} {dtype} ") == len(threads), (shape, out)
 
 
+@pytest.mark.slow
 def test_compiled_section_times_the_small_llama_on_one_and_all_threads(monkeypatch, capsys,
                                                                        torch):
     """--compiled: one row per case and thread count, HF's compiled forward and the

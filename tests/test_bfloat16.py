@@ -137,6 +137,7 @@ MEMORY_CHILD = textwrap.dedent(r"""
 
 
 @pytest.mark.parametrize("what", ["encode", "add_"])
+@pytest.mark.slow
 def test_torch_bfloat16_peak_memory_is_the_output_plus_a_few_megabytes(torch, what, tmp_path):
     result = subprocess.run([sys.executable, "-c", MEMORY_CHILD, what], cwd=tmp_path,
                             capture_output=True, text=True, timeout=300)
@@ -179,6 +180,7 @@ CTRL_C_CHILD = textwrap.dedent(r"""
 """)
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_torch_bfloat16_add_leaves_it_all_added(torch, tmp_path):
     """An add is all or nothing: Ctrl-C is raised after it, never halfway.  (On the
     device path torch's two in-place ops hold the interrupt until both are done: it

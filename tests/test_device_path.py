@@ -286,6 +286,7 @@ def test_a_patched_model_runs_on_the_meta_device(name, one_torch_thread):
     assert step.logits.shape == (1, 1, VOCAB)
 
 
+@pytest.mark.slow
 def test_compiles_fullgraph_with_dynamic_shapes_and_the_eager_values(device_path):
     """The device path's rotary module traces as plain device operations: one graph
     (fullgraph) for every length (dynamic shapes), the eager values.  (tests/slow/test_compile.py

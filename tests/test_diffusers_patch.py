@@ -285,6 +285,7 @@ def test_tables_made_on_the_mac_branch_are_made_again_on_the_float64_one(monkeyp
 
 
 @pytest.mark.parametrize("name", ["FluxTransformer2DModel", "WanTransformer3DModel"])
+@pytest.mark.slow
 def test_a_patched_model_compiles_fullgraph_after_its_first_call(name):
     """After one eager call of a grid, the stand-ins trace: kept tables as constants of
     the graph, learned columns as device operations; the compiled model gives the eager

@@ -154,6 +154,7 @@ def test_ctrl_c_during_rope_lets_it_finish_then_raises(tmp_path):
     assert report["after"] == pytest.approx(0.8414709848, abs=1e-7)
 
 
+@pytest.mark.slow
 def test_ctrl_c_on_torchs_threads_stops_encode_into_out_and_leaves_them_idle(tmp_path):
     """The same on torch's OpenMP threads, which sinpe.torch shares where torch
     runs on GNU libgomp: the team stops taking chunks, and the next call is exact."""

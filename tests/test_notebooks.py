@@ -44,6 +44,7 @@ def pngs(cell) -> list[str]:
     return [o.output_type for o in cell.outputs if "image/png" in o.get("data", {})]
 
 
+@pytest.mark.slow
 def test_tutorial_notebook_shows_every_figure_inline(kernel_env, tmp_path):
     nb = execute(nbformat.read(EXAMPLE, as_version=4), tmp_path)
     drawing = [c for c in nb.cells
@@ -54,6 +55,7 @@ def test_tutorial_notebook_shows_every_figure_inline(kernel_env, tmp_path):
         assert not any(o.output_type == "stream" for o in cell.outputs), cell.outputs
 
 
+@pytest.mark.slow
 def test_display_rules_in_a_fresh_kernel(kernel_env, tmp_path):
     sources = [
         "import sinpe, sinpe.plot\nsinpe.plot.heatmap(sinpe.encode(128, 64))",

@@ -133,6 +133,7 @@ FORKED = textwrap.dedent(r"""
 
 @needs_library
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+@pytest.mark.slow
 def test_a_forked_child_goes_back_to_sinpes_own_threads(tmp_path):
     result = subprocess.run([sys.executable, "-c", FORKED], capture_output=True, text=True,
                             timeout=120, cwd=tmp_path)
@@ -141,6 +142,7 @@ def test_a_forked_child_goes_back_to_sinpes_own_threads(tmp_path):
 
 
 @needs_library
+@pytest.mark.slow
 def test_sinpe_own_threads_in_the_environment_keeps_sinpes_threads(tmp_path):
     code = "import sinpe.torch; from sinpe import _core; print(_core._sharing_openmp())"
     for value, want in (("1", "False"), ("0", "True")):

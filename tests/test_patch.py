@@ -395,6 +395,7 @@ def test_undo_after_model_to_follows_the_models_dtype():
         assert same(block.attn.embed_positions, table.double())
 
 
+@pytest.mark.slow
 def test_sinpe_torch_does_not_import_transformers(tmp_path):
     """patch reaches transformers through the model's own modules only."""
     code = ("import sys, sinpe.torch\n"

@@ -379,6 +379,7 @@ def test_rope_in_place_gives_the_contract_bits(call, dtype, path, monkeypatch):
 
 
 @pytest.mark.parametrize("path", ["kernel", "torch ops"])
+@pytest.mark.slow
 def test_rope_backward_is_the_transposed_rotation(path, monkeypatch):
     if path == "torch ops":
         monkeypatch.setattr(tensors, "_kernel_writes", lambda tensor: False)

@@ -98,6 +98,7 @@ def test_py_typed_and_stub_ship_with_the_installed_package():
 
 
 @pytest.mark.needs("mypy")
+@pytest.mark.slow
 def test_mypy_strict_accepts_the_api_and_catches_misuse(tmp_path, pytestconfig):
     """One mypy run: the example and the package modules must be clean, and every
     line of the misuse file must be flagged.  sinpe/torch/ passes ``mypy --strict``

@@ -1,6 +1,6 @@
 """sinpe.torch under torch.compile and torch.export: patched models and the functions.
 
-In tests/slow (a CI stage of its own, ``pytest tests/slow``; the README's command leaves
+In tests/slow (a CI stage of its own, ``pytest -n 2 -m slow``; the README's command leaves
 this folder out: compile time is what this file spends, a minute and more here).
 
 Tiny random-init transformers models of Llama, Qwen2 and Gemma 3 (text; its
@@ -54,6 +54,8 @@ import sinpe  # noqa: E402
 import sinpe.torch as st  # noqa: E402
 from torch._dynamo.backends.debugging import ExplainWithBackend  # noqa: E402
 from torch.export import Dim  # noqa: E402
+
+pytestmark = pytest.mark.slow  # (a stage of its own: -m slow)
 
 VOCAB, BATCH, PROMPT, STEPS, OTHER = 128, 2, 12, 2, 29
 TOKENS = dict(vocab_size=VOCAB, pad_token_id=0, bos_token_id=1, eos_token_id=2)

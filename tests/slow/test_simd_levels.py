@@ -1,6 +1,6 @@
 """The suite's value checks at every other SIMD level the CPU has.
 
-In tests/slow (a CI stage of its own, ``pytest tests/slow``; the README's command leaves
+In tests/slow (a CI stage of its own, ``pytest -n 2 -m slow``; the README's command leaves
 this folder out): six test files again in a pytest process of their own under each other
 level, a minute here.  tests/test_simd.py holds every level's output against the
 baseline's bit for bit; this runs the value checks themselves at each level.
@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from sinpe import _core
+
+pytestmark = pytest.mark.slow  # (a stage of its own: -m slow)
 
 TESTS = Path(__file__).resolve().parents[1]
 LEVEL, AVAILABLE = _core._simd_levels()
