@@ -8,7 +8,7 @@ per step), in the forms diffusers' models take beyond the plain one:
   zero guidance's cos and sin);
 
 and what must not be taken for a constant (a column that follows the positions without
-a sine: a probe of one row would show one value).  Each on both paths: the device path
+a sine: a probe of one row would show one value; a step beyond the probes' positions).  Each on both paths: the device path
 (every device but the CPU, run here on the CPU) and the CPU kernel, which give the same
 bits; the device path reads nothing on the host.
 """
@@ -135,8 +135,13 @@ def test_a_column_that_follows_the_positions_is_no_constant(rows):
         angle = t[:, None] * freq
         return torch.cat([angle.sin(), torch.full_like(t[:, None], 0.5), angle.cos()], -1)
 
+    def stepped(t):  # (constant for every position below 1000)
+        angle = t[:, None] * freq
+        return torch.cat([angle.sin(), (t[:, None] > 1000).to(t.dtype), angle.cos()], -1)
+
     t = torch.arange(rows, dtype=torch.float32) + 2
     assert _columns.learn(embedding, (t,), {}, [torch.float32]) is None
+    assert _columns.learn(stepped, (t,), {}, [torch.float32]) is None
     form = _columns.learn(padded, (t,), {}, [torch.float32])
     assert form is not None and list(form.constants) == [0.5]
     later = torch.tensor([0.5, 9.0, 100.25])

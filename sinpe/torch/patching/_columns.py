@@ -294,7 +294,13 @@ def _learn_at(cpu_call: Callable[..., Any], leaves: list[Any], spec: Any, positi
         return None
     out_leaves, out_spec = _pytree.tree_flatten(outputs)
     others = [_pytree.tree_leaves(zero_out), _pytree.tree_leaves(one_out)]
-    form = _columns(pairs, probe_calls, out_leaves, out_spec, dtypes, rows, others)
+    try:  # far positions too (a column such as ``p > 1000`` is constant below 1000)
+        others.append(_pytree.tree_leaves(run((probe * 61 + 1000).to(dtype))[0]))
+        any_constant = True
+    except Exception:  # (a table the positions index, say): the zeros and ones alone
+        any_constant = False
+    form = _columns(pairs, probe_calls, out_leaves, out_spec, dtypes, rows, others,
+                    any_constant)
     if form is not None and lead:
         form.templates = list(templates)
     return form
@@ -419,11 +425,12 @@ def _real(dtype: torch.dtype) -> torch.dtype:
 
 def _columns(pairs: list[tuple[np.ndarray, np.ndarray]], calls: list[Any], outputs: list[Any],
              out_spec: Any, dtypes: list[Optional[torch.dtype]], rows: int,
-             others: list[list[Any]]) -> Optional[Columns]:
+             others: list[list[Any]], any_constant: bool = True) -> Optional[Columns]:
     """Each output column as one call's column (or its negation), or a constant: the
     same value in every row of ``outputs`` and of the other probes' outputs
-    (``others``: a column that follows the positions differs between the zeros' and
-    the ones' probes)."""
+    (``others``: a column that follows the positions differs between the zeros', the
+    ones' and the far positions' probes); zeros and ones alone unless
+    ``any_constant``."""
     freq = np.concatenate([f for f, _ in pairs]) if pairs else np.zeros(0)
     axis = np.concatenate([a for _, a in pairs]) if pairs else np.zeros(0, np.int64)
     index: dict[bytes, tuple[int, float]] = {}
@@ -457,6 +464,8 @@ def _columns(pairs: list[tuple[np.ndarray, np.ndarray]], calls: list[Any], outpu
                 if not all(bool((values[:, c] == float(column[0])).all()) for values in [flat, *same]):
                     return None  # neither a trigonometric column nor a constant
                 first = column[:1].tobytes()
+                if first not in constants and not any_constant:
+                    return None
                 match = (constants.setdefault(first, trig + len(constants)), 1.0)
             source.append(match[0])
             sign.append(match[1])
