@@ -1,8 +1,12 @@
 """Figures in Jupyter, for real: notebooks executed in a fresh ipykernel (nbclient).
 
 * examples/tutorial_figures.ipynb redraws the tutorials' figures: every cell that
-  draws must leave exactly one image/png output (scikit-learn is a test
-  dependency, so the t-SNE cell draws too).
+  draws must leave exactly one image/png output (scikit-learn is in the slow
+  extra with Jupyter's packages, so the t-SNE cell draws too).
+
+Both start a kernel: marked slow (CI's slow stage, with the slow extra installed); the
+packages are required when a test runs, so that the default run collects this module
+without them.
 * A notebook written here pins the display rules of sinpe.plot: a figure that
   is a cell's last expression or passed to display() shows as a PNG without
   pyplot; with pyplot imported (the inline backend) it shows once, not twice;
@@ -15,13 +19,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import require
 
-# the kernel draws with matplotlib and scikit-learn (the t-SNE)
-for _name in ("nbformat", "nbclient", "ipykernel", "matplotlib", "scikit-learn"):
-    require(_name)
-import nbformat  # noqa: E402
-from nbclient import NotebookClient  # noqa: E402
+pytestmark = [pytest.mark.slow,  # the kernel draws with matplotlib and scikit-learn (the t-SNE)
+              pytest.mark.needs("nbformat", "nbclient", "ipykernel", "matplotlib", "scikit-learn")]
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "tutorial_figures.ipynb"
 
@@ -35,6 +35,8 @@ def kernel_env(monkeypatch):
 
 
 def execute(nb, cwd: Path):
+    from nbclient import NotebookClient
+
     NotebookClient(nb, timeout=300, kernel_name="python3",
                    resources={"metadata": {"path": str(cwd)}}).execute()
     return nb
@@ -44,8 +46,9 @@ def pngs(cell) -> list[str]:
     return [o.output_type for o in cell.outputs if "image/png" in o.get("data", {})]
 
 
-@pytest.mark.slow
 def test_tutorial_notebook_shows_every_figure_inline(kernel_env, tmp_path):
+    import nbformat
+
     nb = execute(nbformat.read(EXAMPLE, as_version=4), tmp_path)
     drawing = [c for c in nb.cells
                if c.cell_type == "code" and ("sinpe.plot." in c.source or "TSNE" in c.source)]
@@ -55,7 +58,6 @@ def test_tutorial_notebook_shows_every_figure_inline(kernel_env, tmp_path):
         assert not any(o.output_type == "stream" for o in cell.outputs), cell.outputs
 
 
-@pytest.mark.slow
 def test_display_rules_in_a_fresh_kernel(kernel_env, tmp_path):
     sources = [
         "import sinpe, sinpe.plot\nsinpe.plot.heatmap(sinpe.encode(128, 64))",
@@ -66,6 +68,8 @@ def test_display_rules_in_a_fresh_kernel(kernel_env, tmp_path):
         "fig, (left, right) = plt.subplots(1, 2)\n"
         "sinpe.plot.heatmap(sinpe.encode(8, 4), ax=left) is left",
     ]
+    import nbformat
+
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
     cells = execute(nb, tmp_path).cells
     texts = [[o["data"]["text/plain"] for o in c.outputs if o.output_type == "execute_result"]
