@@ -123,11 +123,12 @@ level=$("$plain/probe")
 echo "fuzz/run.sh: the $level level runs here: its loops sanitized, the other levels' plain"
 # (the level's file first: the longest compile, beside which the others run)
 chosen="$root/csrc/kernels/levels/$level.c"
-for source in "$chosen" "${sources[@]}"; do
+ordered=("$chosen")
+for source in "${sources[@]}"; do [ "$source" = "$chosen" ] || ordered+=("$source"); done
+for source in "${ordered[@]}"; do
   if [[ "$source" == */kernels/levels/*.c && "$source" != "$chosen" ]]; then
     cp "$(object_of "$source" "$plain")" "$(object_of "$source" "$objects")"
-  elif [[ "$source" != "$chosen" || ! -v chosen_started ]]; then
-    chosen_started=1
+  else
     compile "$source" "$(object_of "$source" "$objects")" "${flags[@]}" \
       ${kernel_flags[@]+"${kernel_flags[@]}"}
   fi

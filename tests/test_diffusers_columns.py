@@ -14,6 +14,7 @@ bits; the device path reads nothing on the host.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from pathlib import Path
@@ -44,6 +45,18 @@ def served(module):
     return vars(module)["forward"].call
 
 
+@contextlib.contextmanager
+def learned(name, suffix):
+    """The tiny ``name`` patched, after its first forward: its module at ``suffix``,
+    which must be served as columns."""
+    model, info = dtiny.build(name, compare=False)
+    module = module_of(model, suffix)
+    with st.patch(model):
+        model(**info["inputs"])
+        assert served(module).columns is not None
+        yield module
+
+
 def on_both_paths(module, calls, monkeypatch):
     """``module`` on each call, on the kernel path and the device path: the outputs (the
     same bits on both) and the host reads of the device path's calls."""
@@ -62,13 +75,9 @@ def on_both_paths(module, calls, monkeypatch):
 
 @pytest.mark.parametrize("name", ["UNet1DModel", "StableAudioDiTModel"])
 def test_a_fourier_projection_with_negative_frequencies(name, monkeypatch):
-    model, info = dtiny.build(name, compare=False)
-    projection = module_of(model, "time_proj")
-    weight = projection.weight.double()
-    assert bool((weight < 0).any())  # (random frequencies: some negative)
-    with st.patch(model):
-        model(**info["inputs"])
-        assert served(projection).columns is not None
+    with learned(name, "time_proj") as projection:
+        weight = projection.weight.double()
+        assert bool((weight < 0).any())  # (random frequencies: some negative)
         times = [torch.tensor([0.25, 17.5, 999.0]), torch.tensor([3.0])]
         for t, got in zip(times, on_both_paths(projection, [(t,) for t in times], monkeypatch)):
             angle = t.double()[:, None] * weight * 2 * math.pi
@@ -81,11 +90,7 @@ def test_a_fourier_projection_with_negative_frequencies(name, monkeypatch):
 
 
 def test_float64_outputs_stay_float64(monkeypatch):
-    model, info = dtiny.build("SkyReelsV2Transformer3DModel", compare=False)
-    projection = module_of(model, "timesteps_proj")
-    with st.patch(model):
-        model(**info["inputs"])
-        assert served(projection).columns is not None
+    with learned("SkyReelsV2Transformer3DModel", "timesteps_proj") as projection:
         times = [torch.tensor([0.5, 640.25]), torch.tensor([999.0, 1.0, 7.0])]
         for t, got in zip(times, on_both_paths(projection, [(t,) for t in times], monkeypatch)):
             own = projection.__class__.forward(projection, t)  # diffusers' float64 code
@@ -96,11 +101,7 @@ def test_float64_outputs_stay_float64(monkeypatch):
 
 def test_ids_with_a_batch_axis_and_a_singleton_axis_in_the_outputs(monkeypatch):
     """PRX: ``(B, N, axes)`` ids, outputs ``(B, 1, N, d, 2, 2)`` (a heads axis), any B, N."""
-    model, info = dtiny.build("PRXTransformer2DModel", compare=False)
-    embedder = module_of(model, "pe_embedder")
-    with st.patch(model):
-        model(**info["inputs"])
-        assert served(embedder).columns is not None
+    with learned("PRXTransformer2DModel", "pe_embedder") as embedder:
         ids = [torch.rand(b, n, 2) * 64 for b, n in ((1, 5), (3, 7))]
         for i, got in zip(ids, on_both_paths(embedder, [(i,) for i in ids], monkeypatch)):
             own = embedder.__class__.forward(embedder, i)  # diffusers': float64 angles, once
@@ -111,11 +112,7 @@ def test_ids_with_a_batch_axis_and_a_singleton_axis_in_the_outputs(monkeypatch):
 def test_constant_columns_beside_the_embedding(monkeypatch):
     """Chroma: the timestep's table, the zero guidance's, and a table made at construction
     (``mod_proj``), repeated over its rows."""
-    model, info = dtiny.build("ChromaTransformer2DModel", compare=False)
-    embedder = module_of(model, "time_text_embed")
-    with st.patch(model):
-        model(**info["inputs"])
-        assert served(embedder).columns is not None
+    with learned("ChromaTransformer2DModel", "time_text_embed") as embedder:
         assert len(served(embedder).columns.constants)  # more than zeros and ones
         times = [torch.tensor([250.0, 999.5]), torch.tensor([1.0, 3.0, 5.0])]
         for t, got in zip(times, on_both_paths(embedder, [(t,) for t in times], monkeypatch)):
