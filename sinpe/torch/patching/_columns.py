@@ -96,6 +96,7 @@ class Columns:
         # per output, how its first axes hold the rows' axes (lead: :func:`_row_axes`)
         self.templates: list[tuple[int, ...]] = []
         self.constants = constants  # (double) the source columns after [..., 0, 1]
+        self._fixed = np.concatenate([[0.0, 1.0], constants])  # the sources from column trig on
         self._device: dict[torch.device, tuple[torch.Tensor, ...]] = {}
         self._constants: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
         # the CPU kernel gives float32 (complex64): wider outputs take the tables' digits
@@ -103,7 +104,7 @@ class Columns:
         # per leaf, for the CPU: the pairs' columns to take, those negated, the constants
         self._cpu = [(np.where(source < trig, source, 0), np.flatnonzero(sign < 0),
                       np.flatnonzero(source >= trig),
-                      np.concatenate([[0.0, 1.0], constants])[source[source >= trig] - trig])
+                      self._fixed[source[source >= trig] - trig])
                      for _, _, source, sign in leaves]
 
     def _on(self, device: torch.device) -> tuple[torch.Tensor, ...]:
@@ -142,7 +143,7 @@ class Columns:
         """``[0, 1, constants...]`` in ``dtype`` on ``device``, each rounded once."""
         made = self._constants.get((device, dtype))
         if made is None:
-            values = torch.from_numpy(np.concatenate([[0.0, 1.0], self.constants]))
+            values = torch.from_numpy(self._fixed)
             made = self._constants[(device, dtype)] = values.to(dtype).to(device)
         return made
 
