@@ -143,3 +143,29 @@ def test_a_column_that_follows_the_positions_is_no_constant(rows):
     assert form is not None and list(form.constants) == [0.5]
     later = torch.tensor([0.5, 9.0, 100.25])
     assert torch.equal(form(later), padded(later.double()).float())
+
+
+def test_a_frequency_whose_tables_serve_fewer_positions(monkeypatch):
+    """Stable Audio 3's timestep features: frequencies up to 2*pi*1e4, whose angles stay
+    within the tables' 2**26 radians up to |t| 1068 alone.  Learned, exact, on both
+    paths; beyond that, the CPU computes the exact outputs by value (no NaN), where a
+    device gives NaN (no host read can check)."""
+    with learned("StableAudio3DiTModel", "timestep_features") as features:
+        limit = served(features).columns.angles.limit
+        assert 1000 <= limit < 4096
+        # (B, 1), as the model calls it
+        times = [torch.tensor([[0.0], [0.5], [1.0]]), torch.tensor([[0.031], [1000.0]])]
+        for t, got in zip(times, on_both_paths(features, [(t,) for t in times], monkeypatch)):
+            own = features.__class__.forward(features, t)  # float32 angles: 2pi*1e4*t drifts
+            ramp = torch.linspace(0.0, 1.0, own.shape[-1] // 2, dtype=torch.float32)
+            freqs = torch.exp(ramp * (math.log(1e4) - math.log(0.5)) + math.log(0.5))
+            angle = t.double() * (freqs.double() * 2.0 * math.pi)  # (its float32 frequencies)
+            exact = torch.cat([angle.cos(), angle.sin()], -1)
+            assert got.shape == own.shape
+            assert float((got.double() - exact).abs().max()) <= HALF_ULP
+        monkeypatch.setattr(_tensors, "DEVICE_PATH_FORCED", False)
+        beyond = torch.tensor([[limit + 10.0]])
+        got = features(beyond)
+        angle = beyond.double() * (freqs.double() * 2.0 * math.pi)
+        exact = torch.cat([angle.cos(), angle.sin()], -1)  # (its own float32: ulps of 8 rad)
+        assert float((got.double() - exact).abs().max()) <= HALF_ULP

@@ -59,6 +59,7 @@ from sinpe.torch import _tensors
 MAX_POSITION = sinpe.MAX_POSITION
 _CPU = torch.device("cpu")
 _MAX_ANGLE = sinpe._core._MAX_ANGLE
+_REACH = 32  # (csrc/python/args.c: sinpe_check_angles)
 # Integer magnitudes: a high digit of 2**12 positions (4097 rows for 0 .. 2**24) and a
 # low digit of 12 bits.
 LOW_BITS = 12
@@ -156,10 +157,11 @@ class AngleTables:
     def __init__(self, freq: NDArray[np.float64], scale: float = 1.0) -> None:
         self.freq = np.ascontiguousarray(freq, dtype=np.float64)
         self.count = len(self.freq)  # m, the frequency pairs
-        # the positions served: the kernel takes angles up to 2**26 radians
+        # the positions served: the kernel takes angles up to 2**26 radians (at a reach
+        # of 32 rows beyond the positions it is given: its blocks' starts)
         top = float(np.max(np.abs(self.freq))) if self.count else 0.0
-        self.limit = (MAX_POSITION if top * MAX_POSITION <= _MAX_ANGLE
-                      else int(_MAX_ANGLE // top))
+        self.limit = (MAX_POSITION if top * (MAX_POSITION + _REACH) <= _MAX_ANGLE
+                      else max(int(_MAX_ANGLE // top) - _REACH, 0))
         self.scale = float(scale)
         mantissa, exponent = math.frexp(self.scale)
         if abs(mantissa) == 0.5:  # a power of two: all of it in the exponent
@@ -234,12 +236,10 @@ class AngleTables:
                 cos, sin = self.pairs(np.arange(FRACTION_ROWS, dtype=np.float64) * step)
                 made.append(_matrix(cos, sin, double))
             return made
-        high = np.arange(HIGH_ROWS, dtype=np.int64) << LOW_BITS
-        served = high <= self.limit  # the others serve no position in range
-        high_cos = np.zeros((HIGH_ROWS, self.count))
-        high_sin = np.zeros((HIGH_ROWS, self.count))
-        high_cos[served], high_sin[served] = self.pairs(high[served])
-        low_cos, low_sin = self.pairs(np.arange(LOW_ROWS, dtype=np.int64))
+        # the rows no position in range reaches stay zero (a frequency beyond 2**26 / 4095,
+        # Stable Audio 3's 2*pi*1e4, serves positions up to its limit, below 4096)
+        high_cos, high_sin = self._served(np.arange(HIGH_ROWS, dtype=np.int64) << LOW_BITS)
+        low_cos, low_sin = self._served(np.arange(LOW_ROWS, dtype=np.int64))
         pairs = np.arange(self.count, dtype=np.int64)
         if double:
             return [_signs(self.scale, np.float64), pairs, np.stack([high_cos, high_sin], -1),
@@ -247,6 +247,14 @@ class AngleTables:
         return [_signs(self.unit, np.float32), pairs,
                 np.stack([_fixed(high_cos), _fixed(high_sin)], -1),  # (rows, m, 2)
                 _matrix(low_cos * self.mantissa, low_sin * self.mantissa, False)]
+
+    def _served(self, positions: NDArray[np.int64]) -> tuple[NDArray[np.float64], ...]:
+        """:meth:`pairs` at the ``positions`` up to :attr:`limit`, zeros beyond."""
+        cos = np.zeros((len(positions), self.count))
+        sin = np.zeros((len(positions), self.count))
+        served = positions <= self.limit
+        cos[served], sin[served] = self.pairs(positions[served])
+        return cos, sin
 
     # -- the angles
 

@@ -116,7 +116,8 @@ def _by_value(model: torch.nn.Module) -> list[str]:
              for attr, value in vars(home).items()]
     return sorted({name for name, value in held
                    if isinstance(call := getattr(value, "call", None), ExactCall)
-                   and call.checked and call.by_value and call.columns is None})
+                   and call.checked and call.by_value and call.columns is None
+                   and not call.inline})
 
 
 def run(name: str) -> dict[str, Any]:

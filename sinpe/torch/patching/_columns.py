@@ -129,6 +129,13 @@ class Columns:
             return positions.dim() == rows + 1 and positions.shape[-1] == self.axes
         return positions.dim() == rows
 
+    def in_range(self, positions: torch.Tensor) -> bool:
+        """Whether the tables serve every one of ``positions`` (a host read: the CPU's
+        path only; a device gives NaN beyond, as :class:`AngleTables` says)."""
+        if not positions.numel():
+            return True
+        return bool(positions.abs().max() <= self.angles.limit)  # (False for NaN)
+
     def __call__(self, positions: torch.Tensor) -> Any:
         if self.lead:  # the rows' axes first: the outputs keep them
             rows = [_rows_shape(template, tuple(positions.shape[:self.lead]))

@@ -38,7 +38,7 @@ import torch
 from torch.utils import _pytree
 
 from sinpe.torch._tensors import _device_path, _round_once
-from sinpe.torch.patching import _columns
+from sinpe.torch.patching import _columns, _inline
 from sinpe.torch.patching._double import caches_differ
 from sinpe.torch.patching._taint import ExactAngles
 
@@ -145,6 +145,10 @@ class ExactCall:
         self.columns: Optional[_columns.Columns] = None  # (learned at the first call)
         self._by_shape: dict[Any, Any] = {}
         self._position = -1  # the tensor argument the columns read
+        # cos and sin of the angles it is given, exact, the rest its own code on its
+        # device (:mod:`._inline`): where it reads values that change at every call
+        # (an attention processor's hidden states) and forms no angle itself
+        self.inline = False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if torch.compiler.is_compiling():
@@ -171,11 +175,16 @@ class ExactCall:
     def call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self.failed:
             return self.own(*args, **kwargs)
+        if self.inline:
+            return self._inline(args, kwargs)[0]
         positions = None
         if self.columns is not None:
             positions = _leaf(args, kwargs, self._position)
-            if not self.columns.fits(positions):
-                positions = None  # not the layout learned: kept or computed as any call
+            if not self.columns.fits(positions) or not (
+                    _device_path(positions) or self.columns.in_range(positions)):
+                # not the layout learned, or (on the CPU) positions beyond the tables'
+                # range: kept or computed as any call
+                positions = None
             # device operations (no host read); on the CPU, the kernel's few microseconds
             # for a few positions (a timestep), else the outputs kept for these values
             elif _device_path(positions) or positions.numel() <= COMPUTED:
@@ -210,19 +219,43 @@ class ExactCall:
         device = next((leaf.device for leaf in _pytree.tree_leaves(want)
                        if isinstance(leaf, torch.Tensor)), _CPU)
         try:
-            got, angle = self._exact(args, kwargs, device, angle=True)
+            got, mode = self._exact(args, kwargs, device, angle=True)
         except Exception as exc:
             return self._fail(f"cannot be run with its inputs' values in double precision "
                               f"({exc!r})", want)
-        why = _differs(got, want, max(angle, self.angle))
+        why = _differs(got, want, max(mode.angle, self.angle))
         if why:
             return self._fail(why, want)
         self.checked = True
         self.by_value = not _shapes_alone(self.own, args, kwargs, want)
         if self.by_value:
             got = self._learn(args, kwargs, got)
+            if self.columns is None and not mode.formed:
+                inline = self._learn_inline(args, kwargs, want)
+                if inline is not None:
+                    return inline
         self._keep(self._key(args, kwargs), got)
         return got
+
+    def _inline(self, args: tuple[Any, ...], kwargs: dict[str, Any], record: bool = False
+                ) -> tuple[Any, _inline.ExactTrig]:
+        mode = _inline.ExactTrig(record)
+        with mode:
+            out = self.own(*args, **kwargs)
+        return out, mode
+
+    def _learn_inline(self, args: tuple[Any, ...], kwargs: dict[str, Any], want: Any) -> Any:
+        """The outputs of the inline form (:mod:`._inline`), which serves every later call,
+        if each cos and sin it gives is within the rounding of the code's own and the
+        outputs are laid out as ``want``; else None."""
+        try:
+            out, mode = self._inline(args, kwargs, record=True)
+        except Exception:
+            return None
+        if _inline.differs(mode.calls) or not _same_layout(out, want):
+            return None
+        self.inline = True
+        return out
 
     def _learn(self, args: tuple[Any, ...], kwargs: dict[str, Any], got: Any) -> Any:
         """The columns form, if the module's outputs are one (and it gives the exact
@@ -274,7 +307,7 @@ class ExactCall:
         dtypes = self._dtypes or [None] * len(leaves)
         rounded = [_rounded(leaf, dtype, device) for leaf, dtype in zip(leaves, dtypes)]
         value = _pytree.tree_unflatten(rounded, spec)
-        return (value, mode.angle) if angle else value
+        return (value, mode) if angle else value
 
     def _device(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.device:
         for leaf in _pytree.tree_leaves((args, kwargs)):
@@ -356,6 +389,17 @@ def _within_an_ulp(mine: Any, got: Any) -> bool:
             if not bool(((x.double() - y.double()).abs() <= ulp + 2.0**-29).all()):
                 return False
     return True
+
+
+def _same_layout(a: Any, b: Any) -> bool:
+    """The same structure, and tensors of the same shapes, dtypes and devices."""
+    la, spec_a = _pytree.tree_flatten(a)
+    lb, spec_b = _pytree.tree_flatten(b)
+    return spec_a == spec_b and all(
+        (x.shape, x.dtype, x.device) == (y.shape, y.dtype, y.device)
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) else
+        not isinstance(x, torch.Tensor) and not isinstance(y, torch.Tensor)
+        for x, y in zip(la, lb))
 
 
 def _differs(got: Any, want: Any, angle: float) -> str:

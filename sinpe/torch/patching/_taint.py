@@ -67,6 +67,9 @@ class ExactAngles(TorchFunctionMode):
         for tensor in inputs:
             self._taint(tensor)
         self.angle = 0.0
+        # whether an angle was formed here (its arithmetic recorded, or from tainted
+        # values): else each angle was taken as given, as :mod:`._inline` takes it
+        self.formed = False
 
     def _taint(self, tensor: torch.Tensor) -> None:
         self._kept.append(tensor)
@@ -110,6 +113,7 @@ class ExactAngles(TorchFunctionMode):
 
     def _trigonometry(self, func: Callable[..., Any], args: tuple[Any, ...],
                       kwargs: dict[str, Any], angle: torch.Tensor) -> Any:
+        self.formed = self.formed or id(angle) in self._made or self.tainted(angle)
         exact = self._again(angle, angle.shape)
         args = list(args)
         if func is torch.polar:

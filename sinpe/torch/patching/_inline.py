@@ -1,0 +1,78 @@
+"""Code that takes the cosine and sine of the angles it is given, with those two exact.
+
+An attention processor that rotates its queries and keys inline (Stable Audio 3's,
+Ernie-Image's) takes ``cos`` and ``sin`` of an angle tensor it is given, and does the
+rest of its work (projections, the rotation's products, attention) on values that change
+at every step.  Its stand-in cannot keep outputs, nor compute them on the host in double
+at every step.  :class:`ExactTrig` runs such code as it is, on its own device, with each
+``cos`` and ``sin`` of a float32 (float16, bfloat16) tensor replaced by the exact value
+of the angle given, rounded once: :class:`sinpe.torch._angles.AngleTables` with the one
+frequency 1 and the angles as real positions (the kernel on the CPU, device operations
+elsewhere; the same bits on every device, no host read, no float64).  An angle beyond
+the tables' range (``2**24`` radians) or not finite keeps the code's own value.
+
+Only cos and sin change: the angles stay what the code was given (float32 values, drift
+and all: the code that made them is not this one), and everything else stays the
+model's own arithmetic.  :func:`differs` is the check: each value given is within the
+rounding of the code's own cos or sin of the same angle.
+"""
+
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch.overrides import TorchFunctionMode
+
+from sinpe.torch._angles import AngleTables
+from sinpe.torch.patching._double import caches_differ
+
+_COS = {torch.cos, torch.Tensor.cos}
+_SIN = {torch.sin, torch.Tensor.sin}
+_NARROW = (torch.float32, torch.float16, torch.bfloat16)
+# cos and sin of p * 1 for real p: the angle itself
+UNIT = AngleTables(np.ones(1))
+
+
+def exact_trig(angle: torch.Tensor, cosine: bool) -> torch.Tensor:
+    """cos (``cosine``) or sin of each of ``angle``'s values, exact, rounded once to its
+    dtype; its own value where an angle is beyond the tables' range."""
+    flat = angle.reshape(-1)
+    values = UNIT.values(flat, angle.dtype)[:, 0, 0 if cosine else 1].reshape(angle.shape)
+    own = torch.cos(angle) if cosine else torch.sin(angle)
+    return torch.where(angle.abs() <= UNIT.limit, values, own)  # (False for NaN)
+
+
+class ExactTrig(TorchFunctionMode):
+    """The code's ``cos`` and ``sin`` of float32 and 16-bit tensors, exact (module
+    docstring); ``record``: each call's ``(angle, cosine, exact, own)`` is kept in
+    ``calls``."""
+
+    def __init__(self, record: bool = False) -> None:
+        super().__init__()
+        self.record = record
+        self.calls: list[tuple[torch.Tensor, bool, torch.Tensor, torch.Tensor]] = []
+
+    def __torch_function__(self, func: Callable[..., Any], types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        cosine = func in _COS
+        if ((cosine or func in _SIN) and len(args) == 1 and not kwargs
+                and isinstance(args[0], torch.Tensor) and args[0].dtype in _NARROW
+                and not (args[0].requires_grad and torch.is_grad_enabled())):
+            with torch.no_grad():
+                exact = exact_trig(args[0], cosine)
+            if self.record:
+                self.calls.append((args[0], cosine, exact, func(*args)))
+            return exact
+        return func(*args, **(kwargs or {}))
+
+
+def differs(calls: list[tuple[torch.Tensor, bool, torch.Tensor, torch.Tensor]]) -> str:
+    """Why the exact values recorded do not stand for the code's own, or "" (each within
+    the rounding of a float32 cos or sin of the same angle)."""
+    if not calls:
+        return "takes no cos or sin of a float32 tensor"
+    for angle, _, exact, own in calls:
+        why = caches_differ(exact, own, float(angle.abs().max()) if angle.numel() else 0.0)
+        if why:
+            return why
+    return ""

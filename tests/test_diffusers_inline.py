@@ -1,0 +1,126 @@
+"""Attention processors that rotate inline: their own code on their device, with each
+``cos`` and ``sin`` of the angles they are given exact (Stable Audio 3, Ernie-Image,
+AutoencoderSAME: no columns form, the hidden states' values change at every step).
+
+- the stand-in takes that form (``inline``) once its first call is checked;
+- every cos and sin it gives is the exact value of the angle given, rounded once
+  (against cos and sin in double, rounded to float32: nothing of sinpe);
+- the kernel path and the device path (run here on the CPU) give the same bits, and the
+  device path reads nothing on the host;
+- code that forms its angles itself (a position times a frequency) never takes it.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import bits, require, require_torch
+
+torch = require_torch()
+diffusers = require("diffusers")
+sys.path.insert(0, str(Path(__file__).resolve().parent / "diffusers"))
+import dtiny  # noqa: E402
+from diffusers_battery import _Reads  # noqa: E402
+
+import sinpe.torch as st  # noqa: E402
+from sinpe.torch import _tensors  # noqa: E402
+from sinpe.torch.patching import _inline  # noqa: E402
+from sinpe.torch.patching._exact import ExactCall  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+HALF_ULP = 2.0**-25 + 2.0**-30  # half a float32 ulp of values up to 1, and the promise's 2**-30
+MODELS = ["StableAudio3DiTModel", "ErnieImageTransformer2DModel", "AutoencoderSAME"]
+
+
+def processors(model):
+    """The model's stand-ins that took the inline form, by where they are held."""
+    return {f"{name}.{attribute}": value.call for name, module in model.named_modules()
+            for attribute, value in vars(module).items()
+            if isinstance(getattr(value, "call", None), ExactCall) and value.call.inline}
+
+
+def outputs(model, inputs, device_path, monkeypatch):
+    monkeypatch.setattr(_tensors, "DEVICE_PATH_FORCED", device_path)
+    with torch.no_grad(), _Reads() as reads:
+        out = model(**inputs)
+    return [t for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor)], reads
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_an_inline_rotation_is_served_on_its_device_with_exact_cos_and_sin(name, monkeypatch):
+    model, info = dtiny.build(name, compare=False)
+    with st.patch(model):
+        outputs(model, info["inputs"], False, monkeypatch)  # the first call: checked
+        served = processors(model)
+        assert served, "no processor took the inline form"
+        kernel, _ = outputs(model, info["inputs"], False, monkeypatch)
+        device, reads = outputs(model, info["inputs"], True, monkeypatch)
+        assert reads.count == 0, "the device path read values on the host"
+        assert len(kernel) == len(device)
+        for a, b in zip(kernel, device):
+            assert a.dtype == b.dtype and torch.equal(bits(torch, a), bits(torch, b))
+        # each cos and sin the processors took: the exact value of the angle given
+        calls = []
+        original = _inline.ExactTrig.__init__
+
+        def recording(self, record=False):
+            original(self, True)
+            calls.append(self)
+        monkeypatch.setattr(_inline.ExactTrig, "__init__", recording)
+        outputs(model, info["inputs"], True, monkeypatch)
+    values = [call for mode in calls for call in mode.calls]
+    assert values
+    for angle, cosine, exact, _ in values:
+        assert exact.dtype == angle.dtype == torch.float32
+        double = angle.double().cos() if cosine else angle.double().sin()
+        assert float((exact.double() - double).abs().max()) <= HALF_ULP
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_exact_trig_rounds_the_exact_value_once(dtype):
+    angles = torch.cat([torch.linspace(-100, 100, 4001), torch.tensor([0.0, 1e-30, 2.0**23 + 0.5,
+                                                                         3e7, math.inf])])
+    angles = angles.to(dtype)
+    for cosine, double in ((True, torch.cos), (False, torch.sin)):
+        got = _inline.exact_trig(angles, cosine)
+        assert got.dtype == dtype and got.shape == angles.shape
+        wide = angles.double()
+        inside = wide.abs() <= 2.0**24
+        exact = double(wide[inside])
+        ulp = torch.finfo(dtype).eps / 2 * exact.abs().clamp(min=2.0**-126)
+        assert bool(((got[inside].double() - exact).abs() <= ulp + 2.0**-30).all())
+        # beyond the tables' range: the code's own value (NaN for the infinity, as torch's)
+        own = torch.cos(angles[~inside]) if cosine else torch.sin(angles[~inside])
+        assert torch.equal(got[~inside].isnan(), own.isnan())
+        assert torch.equal(got[~inside].nan_to_num(), own.nan_to_num())
+
+
+def test_code_that_forms_its_angles_is_not_inline():
+    """A position times a frequency (the columns' form) is formed here: never inline."""
+    freq = torch.tensor([1.0, 0.01])
+
+    def scaled(x, t):  # reads x's values too: no columns form, no shapes-alone key
+        angle = t[:, None] * freq
+        return x * torch.cat([angle.cos(), angle.sin()], -1)
+
+    call = ExactCall(scaled, scaled)
+    x, t = torch.rand(3, 4), torch.tensor([1.0, 7.5, 300.0])
+    call(x, t)
+    assert call.checked and not call.failed and not call.inline
+
+
+def test_a_processor_given_angles_is_inline_and_keeps_its_gradients():
+    def processor(x, angle):
+        return x * angle.cos() + x.flip(-1) * angle.sin()
+
+    call = ExactCall(processor, processor)
+    x = torch.rand(5, 4, requires_grad=True)
+    angle = torch.rand(5, 4) * 50
+    out = call(x, angle)
+    assert call.checked and call.inline
+    out.sum().backward()  # the rotation's gradient: cos and sin are constants of x
+    wide = angle.double()
+    want = (wide.cos() + wide.sin().flip(-1)).float()
+    assert float((x.grad - want).abs().max()) <= 2 * HALF_ULP * 4
