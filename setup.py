@@ -71,8 +71,9 @@ def compile_in_parallel(compiler, jobs, slow_first):
     """
 
     # SINPE_BUILD_UNSANITIZED: SIMD levels whose files are compiled without the
-    # -fsanitize flags CFLAGS gives (scripts/asan.sh: the levels this CPU cannot run,
-    # linked but never run; a sanitized level file takes minutes to compile)
+    # -fsanitize flags CFLAGS gives, at -O0 (scripts/asan.sh: the levels this CPU cannot
+    # run, linked but never run; a sanitized level file takes minutes to compile, an
+    # optimised one most of a minute)
     unsanitized = {f"csrc/kernels/levels/{name}.c"
                    for name in os.environ.get("SINPE_BUILD_UNSANITIZED", "").split()}
     plain = copy.copy(compiler)
@@ -87,8 +88,10 @@ def compile_in_parallel(compiler, jobs, slow_first):
 
         def one(obj):
             src, ext = build[obj]
-            chosen = plain if Path(src).as_posix() in unsanitized else compiler
-            chosen._compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
+            if Path(src).as_posix() in unsanitized:
+                plain._compile(obj, src, ext, cc_args, extra_postargs + ["-O0"], pp_opts)
+            else:
+                compiler._compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
 
         with ThreadPoolExecutor(jobs) as pool:
             # list() so that the first failure is raised here

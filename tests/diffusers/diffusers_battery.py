@@ -3,8 +3,9 @@
 :func:`run` builds the class's tiny random-init model (:mod:`dtiny`: generic rules, no
 per-model values), runs it as diffusers has it, patches it, runs it patched (two
 denoising steps: the model's own inputs, then again at other timesteps), undoes the
-patch and runs it again, and returns plain numbers and strings for
-``test_every_model`` to judge:
+patch and runs it again, on each path in turn (the CPU kernel's, and the device path's:
+every device but the CPU, run here on the CPU), and returns plain numbers and strings
+for ``test_every_model`` to judge:
 
 - the outputs: diffusers' own, the patched model's, and an exact reference's: the
   model in float64 running its own code with every float32 value it makes computed in
@@ -13,9 +14,8 @@ patch and runs it again, and returns plain numbers and strings for
 - what the patch did: the modules it stands in for and how (``caches``), the functions
   it swapped, what it kept and why;
 - the host reads (``aten._local_scalar_dense``, ``Tensor.numpy``, ``Tensor.tolist``)
-  of the second step, patched and diffusers' own: a denoising step on the device path
-  reads nothing more than diffusers' own (``SINPE_TORCH_PATH=device`` runs the stage on
-  that path);
+  of a later step, patched and diffusers' own: a denoising step on the device path
+  reads nothing more than diffusers' own;
 - after ``undo()``: whether the outputs, the state_dict, the module tree and the
   modeling modules' globals are diffusers' again, bit for bit and object for object.
 """
@@ -31,6 +31,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import dtiny
 from reference.batteries import first, gap, library_globals, same, tensors
 from reference.in_double import InDouble
+
+# the paths each model is patched on, in turn: the CPU kernel's, and the device path
+# (every device but the CPU; sinpe.torch._tensors.DEVICE_PATH_FORCED, as
+# SINPE_TORCH_PATH=device sets it) on the CPU: one build and one reference for both
+PATHS = ("kernel", "device")
 
 
 def _later(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -120,11 +125,69 @@ def _by_value(model: torch.nn.Module) -> list[str]:
                    and not call.inline})
 
 
+def _through_patch(model: torch.nn.Module, unrun: str, inputs: Any, later: Any, own: Any,
+                   state: dict[str, torch.Tensor], modules: list[Any],
+                   globals_before: dict[str, Any]) -> dict[str, Any]:
+    """The model patched on the path :data:`PATHS` set, run for two denoising steps and
+    a third (its host reads) and undone: what the tests judge of that path, and the
+    outputs (``patched``, ``patched_later``) for the comparisons."""
+    import sinpe.torch as st
+
+    attributes = [(n, sorted(vars(m))) for n, m in model.named_modules()]
+    try:
+        handle = st.patch(model)
+    except ValueError as exc:
+        return {"status": "refused", "why": str(exc)}
+    part: dict[str, Any] = {}
+    try:
+        if not unrun:
+            part["patched"] = _outputs(model, inputs)
+            part["patched_later"] = _outputs(model, later)
+            part["patched_reads"] = _reads(model, _later(later))  # a third step: all kept
+            part["by_value"] = _by_value(model)
+            part.update(_forms(model))
+    finally:
+        handle.undo()
+    part.update(status="served", rotary=list(handle.rotary), functions=list(handle.functions),
+                forms=dict(handle.forms), caches=dict(handle.caches), kept=dict(handle.kept),
+                first_call=list(handle.checked_at_first_call))
+    part["undo"] = {
+        "state_dict": all(same(v, model.state_dict()[k]) for k, v in state.items()),
+        "modules": modules == [(n, id(m)) for n, m in model.named_modules()],
+        "overrides": attributes == [(n, sorted(vars(m))) for n, m in model.named_modules()],
+        "globals": library_globals(model, "diffusers.") == globals_before,
+    }
+    if not unrun:
+        part["undo"]["outputs"] = same(_outputs(model, inputs), own)
+    return part
+
+
+def _forms(model: torch.nn.Module) -> dict[str, list[str]]:
+    """The patched modules (their names, as the handle's ``rotary`` gives them) whose
+    stand-ins took the columns form or the inline form at their first call."""
+    from sinpe.torch.patching._exact import ExactCall
+
+    found: dict[str, list[str]] = {"columns": [], "inline": []}
+    for name, module in model.named_modules():
+        for attribute, value in vars(module).items():
+            call = getattr(value, "call", None)
+            if not isinstance(call, ExactCall) or not call.checked:
+                continue
+            where = name if attribute == "forward" else f"{name}.{attribute}".strip(".")
+            if call.columns is not None:
+                found["columns"].append(where)
+            elif call.inline:
+                found["inline"].append(where)
+    return found
+
+
 def run(name: str) -> dict[str, Any]:
-    """What the stage's test judges about one class (plain data)."""
+    """What the stage's tests judge about one class (plain data): the kernel path's
+    result, with the device path's (the same model and references, patched again) under
+    ``"device"``."""
     torch.set_num_threads(1)
     start = time.time()
-    import sinpe.torch as st
+    from sinpe.torch import _tensors
 
     try:
         model, info = dtiny.build(name, compare=False)
@@ -135,60 +198,49 @@ def run(name: str) -> dict[str, Any]:
         with torch.no_grad():
             if not tensors(model(**info["inputs"])):
                 unrun = "its forward returns no tensor"
-    result: dict[str, Any] = {"kinds": sorted(info.get("kinds", [])), "class": name}
+    common: dict[str, Any] = {"kinds": sorted(info.get("kinds", [])), "class": name}
     if unrun:  # patched and undone all the same: what patch finds needs no forward
-        result["unrun"] = unrun
+        common["unrun"] = unrun
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     modules = [(n, id(m)) for n, m in model.named_modules()]
     globals_before = library_globals(model, "diffusers.")
+    inputs = later = own = own_later = own_reads = None
     if not unrun:
         inputs = info["inputs"]
         later = _later(inputs)
         own = _outputs(model, inputs)
         own_later = _outputs(model, later)
         own_reads = _reads(model, later)
-    attributes = [(n, sorted(vars(m))) for n, m in model.named_modules()]
-    try:
-        handle = st.patch(model)
-    except ValueError as exc:
-        result.update(status="refused", why=str(exc))
-        return result
-    try:
-        if not unrun:
-            patched = _outputs(model, inputs)
-            patched_later = _outputs(model, later)
-            patched_reads = _reads(model, _later(later))  # a third step: everything kept
-            result["by_value"] = _by_value(model)
-    finally:
-        handle.undo()
-    result.update(status="served", rotary=list(handle.rotary), functions=list(handle.functions),
-                  forms=dict(handle.forms), caches=dict(handle.caches), kept=dict(handle.kept),
-                  first_call=list(handle.checked_at_first_call))
-    result["undo"] = {
-        "state_dict": all(same(v, model.state_dict()[k]) for k, v in state.items()),
-        "modules": modules == [(n, id(m)) for n, m in model.named_modules()],
-        "overrides": attributes == [(n, sorted(vars(m))) for n, m in model.named_modules()],
-        "globals": library_globals(model, "diffusers.") == globals_before,
-    }
-    if unrun:
-        result["seconds"] = round(time.time() - start, 2)
-        return result
-    result["reads"] = {"diffusers": own_reads, "patched": patched_reads}
-    result["undo"]["outputs"] = same(_outputs(model, inputs), own)
-    if not own.is_floating_point():
-        result["output"] = f"{own.dtype} (codes: no float32 noise to hold it to)"
-    else:
-        result["finite"] = bool(torch.isfinite(patched).all() and torch.isfinite(patched_later).all())
-        eps = torch.finfo(own.dtype).eps
-        try:
-            exact = copy.deepcopy(model).double()
-            for step, (theirs, ours, feed) in enumerate(((own, patched, inputs),
-                                                         (own_later, patched_later, later))):
-                ref = _outputs(exact, feed, double=True)
-                result.setdefault("floor", []).append(2 * eps * float(ref.abs().max()))
-                result.setdefault("diffusers_error", []).append(gap(theirs, ref))
-                result.setdefault("patched_error", []).append(gap(ours, ref))
-        except Exception as exc:  # noqa: BLE001 - a model that cannot run in float64
-            result["reference"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    parts = {}
+    for path in PATHS:
+        _tensors.DEVICE_PATH_FORCED = path == "device"
+        parts[path] = _through_patch(model, unrun, inputs, later, own, state, modules,
+                                     globals_before)
+    served = [part for part in parts.values() if part["status"] == "served"]
+    if not unrun:
+        for part in served:
+            part["reads"] = {"diffusers": own_reads, "patched": part.pop("patched_reads")}
+        if not own.is_floating_point():
+            common["output"] = f"{own.dtype} (codes: no float32 noise to hold it to)"
+        elif served:
+            eps = torch.finfo(own.dtype).eps
+            for part in served:
+                part["finite"] = bool(torch.isfinite(part["patched"]).all()
+                                      and torch.isfinite(part["patched_later"]).all())
+            try:
+                exact = copy.deepcopy(model).double()
+                for step, (theirs, feed) in enumerate(((own, inputs), (own_later, later))):
+                    ref = _outputs(exact, feed, double=True)
+                    common.setdefault("floor", []).append(2 * eps * float(ref.abs().max()))
+                    common.setdefault("diffusers_error", []).append(gap(theirs, ref))
+                    for part in served:
+                        ours = part["patched" if step == 0 else "patched_later"]
+                        part.setdefault("patched_error", []).append(gap(ours, ref))
+            except Exception as exc:  # noqa: BLE001 - a model that cannot run in float64
+                common["reference"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    for part in parts.values():
+        part.pop("patched", None)
+        part.pop("patched_later", None)
+    result = {**common, **parts["kernel"], "device": {**common, **parts["device"]}}
     result["seconds"] = round(time.time() - start, 2)
     return result

@@ -4,7 +4,8 @@ A stage of its own, with tests/families (``pytest tests/diffusers``; the README'
 command leaves this folder out).  For each model class of the installed diffusers whose
 code has positional code, a tiny random-init model (:mod:`dtiny`: generic rules, no
 per-model values) is built, patched, run for two denoising steps and undone in a worker
-process (:func:`diffusers_battery.run`), and:
+process (:func:`diffusers_battery.run`), on the CPU kernel's path and on the device path
+(every device but the CPU's, run here on the CPU) in turn, and on each:
 
 - it is served, or refused with a reason that names what sinpe did not find; a class
   whose tiny model does not run a forward here is patched and undone all the same
@@ -14,10 +15,8 @@ process (:func:`diffusers_battery.run`), and:
   positional code's angles exact, nothing of sinpe in it) than twice diffusers' own
   float32 outputs are, plus two ulps of the largest output, at both steps: none is
   silently wrong;
-- on the device path (``SINPE_TORCH_PATH=device``, which CI runs this stage on too) a
-  denoising step reads no more tensor values on the host than diffusers' own, but where
-  a stand-in reads its positions' values and is no columns form (the battery names it):
-  that is a known gap, reported as an expected failure (docs/diffusers.md says so);
+- on the device path a denoising step reads no more tensor values on the host than
+  diffusers' own (the battery names the stand-ins kept by their positions' values);
 - ``undo()`` gives back diffusers' outputs bit for bit, the state_dict, the module
   objects, no override left, the modeling modules' globals;
 - at least 90% of the classes that build are served, and of those whose tiny model runs;
@@ -25,7 +24,6 @@ process (:func:`diffusers_battery.run`), and:
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -35,11 +33,11 @@ from reference.batteries import run_all
 require_torch()
 require("diffusers")
 import dtiny  # noqa: E402
+from diffusers_battery import PATHS  # noqa: E402
 from diffusers_table import TABLE, render  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CLASSES = dtiny.positional_classes()
-DEVICE_PATH = os.environ.get("SINPE_TORCH_PATH") == "device"
 
 
 @pytest.fixture(scope="session")
@@ -50,9 +48,16 @@ def results() -> dict:
     return run_all(HERE, CLASSES, diffusers_battery.run)
 
 
+def on_path(result: dict, path: str) -> dict:
+    """A class's result on ``path`` (the battery's: the kernel path's, with the device
+    path's under ``"device"``)."""
+    return result if path == "kernel" or "device" not in result else result["device"]
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("name", CLASSES)
-def test_model(name, results):
-    result = results[name]
+def test_model(name, path, results):
+    result = on_path(results[name], path)
     if result["status"] == "cannot build":
         pytest.skip(f"the tiny {name} does not build here: {result['why']}")
     if result["status"] == "refused":
@@ -66,13 +71,9 @@ def test_model(name, results):
     if "unrun" in result:
         pytest.skip(f"patched and undone; the tiny {name}'s outputs are not measured: its "
                     f"forward does not run here ({result['unrun']})")
-    if DEVICE_PATH and None not in result["reads"].values():
-        reads = result["reads"]
-        if reads["patched"] > reads["diffusers"] and result["by_value"]:
-            pytest.xfail(f"a known gap: {result['by_value']} read their positions' values "
-                         "and are no columns form: computed on the host at each step where "
-                         f"the model makes its positions anew ({reads})")
-        assert reads["patched"] <= reads["diffusers"], reads
+    if path == "device" and None not in result["reads"].values():
+        reads = result["reads"]  # (by_value: the stand-ins kept by their positions' values)
+        assert reads["patched"] <= reads["diffusers"], (reads, result["by_value"])
     if "patched_error" not in result:  # integer outputs, or no float64 run
         assert "output" in result or "reference" in result, result
         return
@@ -82,15 +83,15 @@ def test_model(name, results):
         assert ours <= 2 * theirs + floor, result
 
 
-def test_most_models_are_served(results):
-    built = [r for r in results.values() if r["status"] != "cannot build"]
+@pytest.mark.parametrize("path", PATHS)
+def test_most_models_are_served(path, results):
+    built = [on_path(r, path) for r in results.values() if r["status"] != "cannot build"]
     ran = [r for r in built if "unrun" not in r]
     for group in (built, ran):
         served = [r for r in group if r["status"] == "served"]
         assert len(served) >= 0.9 * len(group), (len(served), len(group))
 
 
-@pytest.mark.skipif(DEVICE_PATH, reason="the page is the kernel path's run (the same models)")
 def test_the_documentations_table_is_this_runs(results):
     """``python tests/diffusers/diffusers_table.py`` writes it (the same run as this stage)."""
     assert TABLE.read_text() == render(results), (

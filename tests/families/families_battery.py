@@ -1,8 +1,10 @@
 """One family of transformers through sinpe.torch.patch, measured (run in a worker process).
 
 :func:`run` builds the family's tiny random-init model (:mod:`tiny`), runs it as
-transformers has it, patches it, runs it patched, undoes the patch and runs it again,
-and returns plain numbers and strings for the tests of ``test_every_family`` to judge:
+transformers has it, patches it, runs it patched, undoes the patch and runs it again, on
+each path in turn (the CPU kernel's, and the device path's: every device but the CPU,
+run here on the CPU), and returns plain numbers and strings for the tests of
+``test_every_family`` to judge:
 
 - the outputs at positions ``0 .. 63`` (the model's own inputs: for text models 64
   tokens with ``position_ids`` ``0 .. 63``) and, for models that take ``position_ids``,
@@ -33,6 +35,10 @@ from reference.in_double import InDouble
 
 FAR = 2**17
 LENGTH = 64
+# the paths each model is patched on, in turn: the CPU kernel's, and the device path
+# (every device but the CPU; sinpe.torch._tensors.DEVICE_PATH_FORCED, as
+# SINPE_TORCH_PATH=device sets it) on the CPU: one build and one reference for both
+PATHS = ("kernel", "device")
 def _is_rotary(module: torch.nn.Module) -> bool:
     holds = any(key.endswith("inv_freq") and isinstance(value, torch.Tensor)
                 for key, value in [*vars(module).items(), *module._buffers.items()])
@@ -109,18 +115,55 @@ def _outputs(model: torch.nn.Module, inputs: dict[str, Any], far: bool = False,
         return first(model(**feed)).detach().clone()
 
 
+def _through_patch(model: torch.nn.Module, inputs: Any, sharp: _Sharp, hf: Any,
+                   far: bool, state: dict[str, torch.Tensor], modules: list[Any],
+                   globals_before: dict[str, Any]) -> dict[str, Any]:
+    """The model patched on the path :data:`PATHS` set, run (at positions 0..63, and
+    near 2**17 with ``far``) and undone: what the tests judge of that path, and the
+    outputs (``patched``, ``patched_far``) for the comparisons."""
+    import sinpe.torch as st
+
+    try:
+        handle = st.patch(model)
+    except ValueError as exc:
+        return {"status": "refused", "why": str(exc)}
+    part: dict[str, Any] = {
+        "status": "served", "rotary": list(handle.rotary), "forms": dict(handle.forms),
+        "caches": dict(handle.caches), "first_call": list(handle.checked_at_first_call),
+        "patched": None, "patched_far": None}
+    try:
+        part["patched"] = _outputs(model, inputs) if inputs else None
+        if far:
+            with sharp:
+                part["patched_far"] = _outputs(model, inputs, far=True)
+    finally:
+        handle.undo()
+    part["kept"] = dict(handle.kept)
+    part["undo"] = {
+        "outputs": hf is None or same(_outputs(model, inputs), hf),
+        "state_dict": all(same(v, model.state_dict()[k]) for k, v in state.items()),
+        "modules": modules == [(name, id(m)) for name, m in model.named_modules()],
+        "overrides": not any("forward" in vars(m) and "sinpe" in type(vars(m)["forward"]).__module__
+                             for m in model.modules()),
+        "globals": library_globals(model, "transformers.models.") == globals_before,
+    }
+    return part
+
+
 def run(family: str) -> dict[str, Any]:
-    """What the stage's test judges about one family (plain data)."""
+    """What the stage's tests judge about one family (plain data): the kernel path's
+    result, with the device path's (the same model and references, patched again) under
+    ``"device"``."""
     torch.set_num_threads(1)
     start = time.time()
-    import sinpe.torch as st
+    from sinpe.torch import _tensors
 
     try:
         model, _, info = tiny.build(family, length=LENGTH)
     except Exception as exc:  # noqa: BLE001 - transformers itself cannot build it
         return {"status": "cannot build", "why": str(exc).splitlines()[0][:300]}
     inputs = info.get("inputs") if info.get("forward_ok") else None
-    result: dict[str, Any] = {"kind": info.get("kind", "none"), "class": type(model).__name__}
+    common: dict[str, Any] = {"kind": info.get("kind", "none"), "class": type(model).__name__}
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     modules = [(name, id(m)) for name, m in model.named_modules()]
     globals_before = library_globals(model, "transformers.models.")
@@ -132,53 +175,41 @@ def run(family: str) -> dict[str, Any]:
             with sharp:
                 hf_far = _outputs(model, inputs, far=True)
         except Exception as exc:  # noqa: BLE001 - beyond the model's positions (GPT-J's table)
-            result["far"] = f"transformers' own model raises there ({type(exc).__name__})"
-    try:
-        handle = st.patch(model)
-    except ValueError as exc:
-        result.update(status="refused", why=str(exc))
-        return result
-    result.update(status="served", rotary=list(handle.rotary), forms=dict(handle.forms),
-                  caches=dict(handle.caches), first_call=list(handle.checked_at_first_call))
-    patched_far = None
-    try:
-        patched = _outputs(model, inputs) if inputs else None
-        if hf_far is not None:
-            with sharp:
-                patched_far = _outputs(model, inputs, far=True)
-    finally:
-        handle.undo()
-    result["kept"] = dict(handle.kept)
-    result["undo"] = {
-        "outputs": hf is None or same(_outputs(model, inputs), hf),
-        "state_dict": all(same(v, model.state_dict()[k]) for k, v in state.items()),
-        "modules": modules == [(name, id(m)) for name, m in model.named_modules()],
-        "overrides": not any("forward" in vars(m) and "sinpe" in type(vars(m)["forward"]).__module__
-                             for m in model.modules()),
-        "globals": library_globals(model, "transformers.models.") == globals_before,
-    }
+            common["far"] = f"transformers' own model raises there ({type(exc).__name__})"
+    parts = {}
+    for path in PATHS:
+        _tensors.DEVICE_PATH_FORCED = path == "device"
+        parts[path] = _through_patch(model, inputs, sharp, hf, hf_far is not None, state,
+                                     modules, globals_before)
+    served = [part for part in parts.values() if part["status"] == "served"]
     if hf is not None and not hf.is_floating_point():
-        result["output"] = f"{hf.dtype} (codes: no float32 noise to hold it to)"
-    elif hf is not None and patched is not None:
-        result["finite"] = bool(torch.isfinite(patched).all())
+        common["output"] = f"{hf.dtype} (codes: no float32 noise to hold it to)"
+    elif hf is not None and served and served[0]["patched"] is not None:
         eps = torch.finfo(hf.dtype).eps
         try:
             exact = reference(model)
             ref = _outputs(exact, inputs, double=True)
-            result["floor"] = 2 * eps * float(ref.abs().max())
-            result["hf_error"] = gap(hf, ref)
-            result["patched_error"] = gap(patched, ref)
-            if patched_far is not None and hf_far is not None:
+            common["floor"] = 2 * eps * float(ref.abs().max())
+            common["hf_error"] = gap(hf, ref)
+            for part in served:
+                part["finite"] = bool(torch.isfinite(part["patched"]).all())
+                part["patched_error"] = gap(part["patched"], ref)
+            if served[0]["patched_far"] is not None:
                 with _Sharp(exact):
                     ref_far = _outputs(exact, inputs, far=True, double=True)
                     ref_sharp = _outputs(exact, inputs, double=True)
                 with sharp:
                     hf_sharp = _outputs(model, inputs)
-                result["far_floor"] = 2 * eps * float(ref_far.abs().max())
-                result["far_hf_error"] = gap(hf_far, ref_far)
-                result["far_patched_error"] = gap(patched_far, ref_far)
-                result["sharp_noise"] = gap(hf_sharp, ref_sharp)
+                common["far_floor"] = 2 * eps * float(ref_far.abs().max())
+                common["far_hf_error"] = gap(hf_far, ref_far)
+                common["sharp_noise"] = gap(hf_sharp, ref_sharp)
+                for part in served:
+                    part["far_patched_error"] = gap(part["patched_far"], ref_far)
         except Exception as exc:  # noqa: BLE001 - a model that cannot run in float64
-            result["reference"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+            common["reference"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    for part in parts.values():
+        part.pop("patched", None)
+        part.pop("patched_far", None)
+    result = {**common, **parts["kernel"], "device": {**common, **parts["device"]}}
     result["seconds"] = round(time.time() - start, 2)
     return result

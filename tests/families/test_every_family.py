@@ -4,7 +4,8 @@ A stage of its own (``pytest tests/families``, a few minutes on two processes; t
 README's test command leaves this folder out).  For each family of the installed
 transformers whose modeling code defines rotary embeddings, a tiny random-init model
 (:mod:`tiny`: generic rules, no per-family values) is built, patched, run and undone
-in a worker process (:func:`families_battery.run`), and:
+in a worker process (:func:`families_battery.run`), on the CPU kernel's path and on the
+device path (every device but the CPU's, run here on the CPU) in turn, and on each:
 
 - it is served, or refused with a reason that names what sinpe did not find or could
   not reproduce; a family transformers itself cannot build is skipped with its error;
@@ -33,6 +34,7 @@ from reference.batteries import run_all
 require_torch()
 require("transformers")
 import tiny  # noqa: E402
+from families_battery import PATHS  # noqa: E402
 from families_table import TABLE, render  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -52,9 +54,16 @@ SPECIFIC = re.compile(r"has no rotary position embedding that sinpe finds|"
                       r"its attention calls .+, but no rotary module)")
 
 
+def on_path(result: dict, path: str) -> dict:
+    """A family's result on ``path`` (the battery's: the kernel path's, with the device
+    path's under ``"device"``)."""
+    return result if path == "kernel" or "device" not in result else result["device"]
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_family(family, results):
-    result = results[family]
+def test_family(family, path, results):
+    result = on_path(results[family], path)
     if result["status"] == "cannot build":
         pytest.skip(f"transformers cannot build a tiny {family}: {result['why']}")
     if result["status"] == "refused":
@@ -79,8 +88,9 @@ def test_family(family, results):
             assert sinpe < hf / 2, result
 
 
-def test_most_families_are_served(results):
-    built = [r for r in results.values() if r["status"] != "cannot build"]
+@pytest.mark.parametrize("path", PATHS)
+def test_most_families_are_served(path, results):
+    built = [on_path(r, path) for r in results.values() if r["status"] != "cannot build"]
     served = [r for r in built if r["status"] == "served"]
     assert len(served) >= 0.9 * len(built), (len(served), len(built))
 

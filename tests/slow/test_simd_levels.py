@@ -23,7 +23,7 @@ LEVEL, AVAILABLE = _core._simd_levels()
 
 
 VALUE_CHECKS = ["test_accuracy.py", "test_properties.py", "test_paths.py", "test_out.py",
-                "test_bfloat16.py", "test_variants.py"]
+                "test_bfloat16.py", "test_variants.py", "test_variant_shards.py"]
 
 
 def same_loops(a: str, b: str) -> bool:

@@ -147,7 +147,8 @@ class ExactCall:
         self._position = -1  # the tensor argument the columns read
         # cos and sin of the angles it is given, exact, the rest its own code on its
         # device (:mod:`._inline`): where it reads values that change at every call
-        # (an attention processor's hidden states) and forms no angle itself
+        # (an attention processor's hidden states, a float32 table's angles looked up)
+        # and its angles in double would be those float32 values again
         self.inline = False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -176,7 +177,7 @@ class ExactCall:
         if self.failed:
             return self.own(*args, **kwargs)
         if self.inline:
-            return self._inline(args, kwargs)[0]
+            return self._run_inline(args, kwargs)[0]
         positions = None
         if self.columns is not None:
             positions = _leaf(args, kwargs, self._position)
@@ -230,14 +231,14 @@ class ExactCall:
         self.by_value = not _shapes_alone(self.own, args, kwargs, want)
         if self.by_value:
             got = self._learn(args, kwargs, got)
-            if self.columns is None and not mode.formed:
+            if self.columns is None and mode.as_given:
                 inline = self._learn_inline(args, kwargs, want)
                 if inline is not None:
                     return inline
         self._keep(self._key(args, kwargs), got)
         return got
 
-    def _inline(self, args: tuple[Any, ...], kwargs: dict[str, Any], record: bool = False
+    def _run_inline(self, args: tuple[Any, ...], kwargs: dict[str, Any], record: bool = False
                 ) -> tuple[Any, _inline.ExactTrig]:
         mode = _inline.ExactTrig(record)
         with mode:
@@ -249,7 +250,7 @@ class ExactCall:
         if each cos and sin it gives is within the rounding of the code's own and the
         outputs are laid out as ``want``; else None."""
         try:
-            out, mode = self._inline(args, kwargs, record=True)
+            out, mode = self._run_inline(args, kwargs, record=True)
         except Exception:
             return None
         if _inline.differs(mode.calls) or not _same_layout(out, want):

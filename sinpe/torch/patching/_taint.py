@@ -45,6 +45,7 @@ _ARITHMETIC = {torch.mul, torch.Tensor.mul, torch.Tensor.__mul__, torch.Tensor._
                torch.neg, torch.Tensor.neg, torch.Tensor.__neg__, torch.matmul,
                torch.Tensor.__matmul__}
 _REAL_ANGLES = {torch.cos, torch.sin, torch.Tensor.cos, torch.Tensor.sin}
+_NARROW_ANGLES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def _wide(value: Any) -> Any:
@@ -67,9 +68,10 @@ class ExactAngles(TorchFunctionMode):
         for tensor in inputs:
             self._taint(tensor)
         self.angle = 0.0
-        # whether an angle was formed here (its arithmetic recorded, or from tainted
-        # values): else each angle was taken as given, as :mod:`._inline` takes it
-        self.formed = False
+        # whether every trigonometric call was cos or sin of a float32 (16-bit) angle
+        # taken as given, neither formed here (its arithmetic recorded) nor tainted:
+        # then its exact value is what :mod:`._inline` gives on any device
+        self.as_given = True
 
     def _taint(self, tensor: torch.Tensor) -> None:
         self._kept.append(tensor)
@@ -113,7 +115,9 @@ class ExactAngles(TorchFunctionMode):
 
     def _trigonometry(self, func: Callable[..., Any], args: tuple[Any, ...],
                       kwargs: dict[str, Any], angle: torch.Tensor) -> Any:
-        self.formed = self.formed or id(angle) in self._made or self.tainted(angle)
+        self.as_given = self.as_given and (
+            func in _REAL_ANGLES and angle.dtype in _NARROW_ANGLES
+            and id(angle) not in self._made and not self.tainted(angle))
         exact = self._again(angle, angle.shape)
         args = list(args)
         if func is torch.polar:
