@@ -132,12 +132,19 @@ def test_positions_out_of_range_give_nan_and_never_index_out_of_the_tables():
     assert torch.isnan(tables.values(real, torch.float32)).all()
 
 
-def test_large_frequencies_serve_positions_up_to_the_kernels_angle_limit():
-    tables = _angles.AngleTables(np.array([1000.0, 1.0]))
-    assert tables.limit == int(sinpe._core._MAX_ANGLE // 1000.0)
+@pytest.mark.parametrize("top", [1000.0, 2 * np.pi * 1e4])
+def test_large_frequencies_serve_positions_up_to_the_kernels_angle_limit(top):
+    """The positions the kernel itself takes at that frequency (its angles, with the
+    reach of its blocks, within 2**26 radians): Stable Audio 3's 2*pi*1e4 serves fewer
+    positions than one digit of the tables holds."""
+    freq = np.array([top, 1.0])
+    tables = _angles.AngleTables(freq)
+    sinpe.rope(None, 4, positions=np.array([tables.limit]), freq=freq)
+    with pytest.raises(ValueError, match="2\\*\\*26"):
+        sinpe.rope(None, 4, positions=np.array([tables.limit + 1]), freq=freq)
     ok, beyond = tables.values(torch.tensor([tables.limit, tables.limit + 1]), torch.float32)
     assert torch.isfinite(ok).all() and torch.isnan(beyond).all()
-    assert np.allclose(ok.double().numpy(), np.array([exact(tables.limit, 1000.0),
+    assert np.allclose(ok.double().numpy(), np.array([exact(tables.limit, top),
                                                       exact(tables.limit, 1.0)]), atol=1e-6)
 
 

@@ -38,8 +38,10 @@ float64, which are read in their own dtype), and the same operations serve
 ``torch.compile``, ``torch.export`` and CUDA graphs: the tables are marked as
 static addresses, made before the first compiled call (at construction, at
 ``patch``, or at the first eager call on the device).  Positions beyond
-``+-MAX_POSITION`` (or NaN, infinite) give NaN caches instead of the CPU path's
-``ValueError``: a check would need a host read.
+``+-MAX_POSITION``, or beyond those the kernel takes at the largest frequency
+(:attr:`AngleTables.limit`: angles within ``2**26`` radians, with its blocks' reach),
+or NaN, infinite, give NaN caches instead of the CPU path's ``ValueError``: a check
+would need a host read.
 """
 from __future__ import annotations
 
