@@ -3,7 +3,7 @@
 # fails on any invalid read, write or free anywhere in the process, on any
 # use of uninitialised memory inside sinpe, and on any definitely lost block
 # allocated through sinpe's code.  Uses the installed sinpe (pip install .
-# or -e .) and the active Python.  About 10-15 minutes on 2 cores.
+# or -e .; with CFLAGS=-g, its reports name sinpe's lines) and the active Python.  About 10-15 minutes on 2 cores.
 #
 #   scripts/valgrind.sh                              # the default subset
 #   scripts/valgrind.sh tests/test_out.py -k strided # other tests / pytest args
