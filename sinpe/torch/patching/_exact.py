@@ -27,6 +27,11 @@ cast to bfloat16 keeps exact float32 tables), and moves it to the device once.
   :func:`sinpe.torch.patching._double.caches_differ`).  If they differ, that call and
   every later one return the module's own result, ``failed`` says why and
   ``on_failure`` is told: never silently wrong.
+- **Learned forms** for code that reads values: outputs that are cosines and sines of
+  its positions become :mod:`._columns` (the exact angle tables, on any device); code
+  whose every angle is a float32 value it was given or looked up (an attention
+  processor, a float32 table of angles), which its run in double would take as it
+  is, runs as itself on its device with cos and sin exact (:mod:`._inline`).
 """
 
 import contextlib
@@ -238,8 +243,8 @@ class ExactCall:
         self._keep(self._key(args, kwargs), got)
         return got
 
-    def _run_inline(self, args: tuple[Any, ...], kwargs: dict[str, Any], record: bool = False
-                ) -> tuple[Any, _inline.ExactTrig]:
+    def _run_inline(self, args: tuple[Any, ...], kwargs: dict[str, Any],
+                    record: bool = False) -> tuple[Any, _inline.ExactTrig]:
         mode = _inline.ExactTrig(record)
         with mode:
             out = self.own(*args, **kwargs)
