@@ -29,13 +29,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import dtiny
-from reference.batteries import first, gap, library_globals, same, tensors
+from reference.batteries import PATHS, on_paths, first, gap, library_globals, same, tensors
 from reference.in_double import InDouble
 
-# the paths each model is patched on, in turn: the CPU kernel's, and the device path
-# (every device but the CPU; sinpe.torch._tensors.DEVICE_PATH_FORCED, as
-# SINPE_TORCH_PATH=device sets it) on the CPU: one build and one reference for both
-PATHS = ("kernel", "device")
 
 
 def _later(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -238,9 +234,4 @@ def run(name: str) -> dict[str, Any]:
                         part.setdefault("patched_error", []).append(gap(ours, ref))
             except Exception as exc:  # noqa: BLE001 - a model that cannot run in float64
                 common["reference"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-    for part in parts.values():
-        part.pop("patched", None)
-        part.pop("patched_later", None)
-    result = {**common, **parts["kernel"], "device": {**common, **parts["device"]}}
-    result["seconds"] = round(time.time() - start, 2)
-    return result
+    return on_paths(common, parts, ("patched", "patched_later"), start)

@@ -28,12 +28,11 @@ from pathlib import Path
 
 import pytest
 from conftest import require, require_torch
-from reference.batteries import run_all
+from reference.batteries import PATHS, on_path, run_all
 
 require_torch()
 require("diffusers")
 import dtiny  # noqa: E402
-from diffusers_battery import PATHS  # noqa: E402
 from diffusers_table import TABLE, render  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -46,12 +45,6 @@ def results() -> dict:
     import diffusers_battery
 
     return run_all(HERE, CLASSES, diffusers_battery.run)
-
-
-def on_path(result: dict, path: str) -> dict:
-    """A class's result on ``path`` (the battery's: the kernel path's, with the device
-    path's under ``"device"``)."""
-    return result if path == "kernel" or "device" not in result else result["device"]
 
 
 @pytest.mark.parametrize("path", PATHS)

@@ -30,15 +30,11 @@ from typing import Any
 
 import torch
 import tiny
-from reference.batteries import first, gap, library_globals, same
+from reference.batteries import PATHS, on_paths, first, gap, library_globals, same
 from reference.in_double import InDouble
 
 FAR = 2**17
 LENGTH = 64
-# the paths each model is patched on, in turn: the CPU kernel's, and the device path
-# (every device but the CPU; sinpe.torch._tensors.DEVICE_PATH_FORCED, as
-# SINPE_TORCH_PATH=device sets it) on the CPU: one build and one reference for both
-PATHS = ("kernel", "device")
 def _is_rotary(module: torch.nn.Module) -> bool:
     holds = any(key.endswith("inv_freq") and isinstance(value, torch.Tensor)
                 for key, value in [*vars(module).items(), *module._buffers.items()])
@@ -207,9 +203,4 @@ def run(family: str) -> dict[str, Any]:
                     part["far_patched_error"] = gap(part["patched_far"], ref_far)
         except Exception as exc:  # noqa: BLE001 - a model that cannot run in float64
             common["reference"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-    for part in parts.values():
-        part.pop("patched", None)
-        part.pop("patched_far", None)
-    result = {**common, **parts["kernel"], "device": {**common, **parts["device"]}}
-    result["seconds"] = round(time.time() - start, 2)
-    return result
+    return on_paths(common, parts, ("patched", "patched_far"), start)

@@ -29,12 +29,11 @@ from pathlib import Path
 
 import pytest
 from conftest import require, require_torch
-from reference.batteries import run_all
+from reference.batteries import PATHS, on_path, run_all
 
 require_torch()
 require("transformers")
 import tiny  # noqa: E402
-from families_battery import PATHS  # noqa: E402
 from families_table import TABLE, render  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -52,12 +51,6 @@ def results() -> dict:
 SPECIFIC = re.compile(r"has no rotary position embedding that sinpe finds|"
                       r"refuses the .+ family: (the (rotary module|sin/cos table) .+|"
                       r"its attention calls .+, but no rotary module)")
-
-
-def on_path(result: dict, path: str) -> dict:
-    """A family's result on ``path`` (the battery's: the kernel path's, with the device
-    path's under ``"device"``)."""
-    return result if path == "kernel" or "device" not in result else result["device"]
 
 
 @pytest.mark.parametrize("path", PATHS)

@@ -60,6 +60,33 @@ def library_globals(model: torch.nn.Module, prefix: str) -> dict[str, Any]:
     return {f"{m.__name__}.{k}": v for m in modules for k, v in vars(m).items() if callable(v)}
 
 
+# the paths each model is patched on, in turn: the CPU kernel's, and the device path
+# (every device but the CPU; sinpe.torch._tensors.DEVICE_PATH_FORCED, as
+# SINPE_TORCH_PATH=device sets it) on the CPU: one build and one reference for both
+PATHS = ("kernel", "device")
+
+
+def on_paths(common: dict[str, Any], parts: dict[str, dict[str, Any]], outputs: tuple[str, ...],
+             start: float) -> dict[str, Any]:
+    """A model's result: ``common`` (what both paths share) with the kernel path's
+    ``part``, and the device path's under ``"device"``; the parts' ``outputs`` (tensors
+    kept for the comparisons) dropped, the seconds since ``start`` added."""
+    import time
+
+    for part in parts.values():
+        for name in outputs:
+            part.pop(name, None)
+    result = {**common, **parts["kernel"], "device": {**common, **parts["device"]}}
+    result["seconds"] = round(time.time() - start, 2)
+    return result
+
+
+def on_path(result: dict[str, Any], path: str) -> dict[str, Any]:
+    """A model's result on ``path`` (:func:`on_paths`' kernel result, or its device
+    path's)."""
+    return result if path == "kernel" or "device" not in result else result["device"]
+
+
 def _worker_path(folder: str) -> None:
     sys.path[:0] = [folder, str(TESTS)]
 
