@@ -78,12 +78,12 @@ def compile_in_parallel(compiler, jobs, slow_first):
     long file started last would leave the other cores idle at the end.
     """
 
-    # SINPE_BUILD_UNSANITIZED: SIMD levels whose files are compiled without the
-    # -fsanitize flags CFLAGS gives, at -O0 (scripts/asan.sh: the levels this CPU cannot
-    # run, linked but never run; a sanitized level file takes minutes to compile, an
-    # optimised one most of a minute)
+    # SINPE_BUILD_NOT_RUN: SIMD levels this machine will not run (scripts/levels_not_run.sh),
+    # whose files are compiled at -O0 and without the -fsanitize flags CFLAGS may give:
+    # linked, never run (scripts/asan.sh; .ci/run's builds for other Pythons).  A sanitized
+    # level file takes minutes to compile, an optimised one most of a minute.
     unsanitized = {f"csrc/kernels/levels/{name}.c"
-                   for name in os.environ.get("SINPE_BUILD_UNSANITIZED", "").split()}
+                   for name in os.environ.get("SINPE_BUILD_NOT_RUN", "").split()}
     plain = copy.copy(compiler)
     plain.compiler_so = [arg for arg in compiler.compiler_so
                          if not arg.startswith(("-fsanitize", "-fno-sanitize"))]

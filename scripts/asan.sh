@@ -28,18 +28,12 @@ cd "$build"
 python=$(python -c 'import sys; print(sys.executable)')
 sanitize="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g"
 # The SIMD levels this CPU cannot run are never run here: their files are compiled
-# without the sanitizers (a sanitized level file takes about 100 s to compile).  Which
-# ones, an installed sinpe says (the CI venv has this tree's); without one, every level
-# is sanitized.
-unsanitized=""
-if runs=$(cd / && "$python" -c 'import sinpe; print(*sinpe.show_config(print_it=False)["simd_available"])' 2>/dev/null); then
-  for level in csrc/kernels/levels/*.c; do
-    level=$(basename "$level" .c)
-    [[ " $runs " == *" $level "* ]] || unsanitized+="${unsanitized:+ }$level"
-  done
-fi
+# without the sanitizers, at -O0 (a sanitized level file takes about 100 s to compile).
+# Which ones, an installed sinpe says (the CI venv has this tree's); without one, every
+# level is sanitized.
+unsanitized=$("$root/scripts/levels_not_run.sh" "$python")
 echo "asan.sh: building sinpe._core in $build with $sanitize${unsanitized:+ (not the levels this CPU cannot run: $unsanitized)}"
-CC=gcc CFLAGS="$sanitize" LDFLAGS="$sanitize" SINPE_BUILD_UNSANITIZED="$unsanitized" \
+CC=gcc CFLAGS="$sanitize" LDFLAGS="$sanitize" SINPE_BUILD_NOT_RUN="$unsanitized" \
   "$python" setup.py -q build_ext --inplace >build.log 2>&1 || { cat build.log; exit 1; }
 
 # The ASan runtime must be the first library in the process (Python itself
