@@ -7,10 +7,17 @@ AutoencoderSAME: no columns form, the hidden states' values change at every step
   (against cos and sin in double, rounded to float32: nothing of sinpe);
 - the kernel path and the device path (run here on the CPU) give the same bits, and the
   device path reads nothing on the host;
-- code that forms its angles itself (a position times a frequency) never takes it.
+- code that forms its angles itself (a position times a frequency) never takes it;
+- where the angles come from the module's float32 buffers (Kandinsky 6's tables of
+  position times frequency, Helios's vectors of frequencies times a grid), they are formed
+  again: each value within half an ulp of the module's own code run with those buffers
+  made in double (its own float32 angles are not), the same bits on both paths, no host
+  read, the buffers the module's own after each call; a table that is not position times
+  frequency is not.
 """
 from __future__ import annotations
 
+import copy
 import math
 import sys
 from pathlib import Path
@@ -65,8 +72,8 @@ def test_an_inline_rotation_is_served_on_its_device_with_exact_cos_and_sin(name,
         calls = []
         original = _inline.ExactTrig.__init__
 
-        def recording(self, record=False):
-            original(self, True)
+        def recording(self, record=False, per_call=None):
+            original(self, True, per_call)
             calls.append(self)
         monkeypatch.setattr(_inline.ExactTrig, "__init__", recording)
         outputs(model, info["inputs"], True, monkeypatch)
@@ -124,3 +131,96 @@ def test_a_processor_given_angles_is_inline_and_keeps_its_gradients():
     wide = angle.double()
     want = (wide.cos() + wide.sin().flip(-1)).float()
     assert float((x.grad - want).abs().max()) <= 2 * HALF_ULP * 4
+
+
+# -- float32 tables of angles, looked up by position (Kandinsky 5 and 6)
+
+
+def kandinsky(kind):
+    """One of diffusers' own Kandinsky 6 rotary modules and its arguments: positions far
+    enough along for float32 angles to drift."""
+    from diffusers.models.transformers import transformer_kandinsky6 as k6
+
+    torch.manual_seed(0)
+    if kind == "1d":
+        rope = k6.Kandinsky6RoPE1D(16, max_pos=256, freqs_scaling=0.7)
+        return rope, (torch.arange(40) * 6 + 11,)
+    rope = k6.Kandinsky6RoPE3D((8, 8, 16), max_pos=(128, 128, 128))
+    pos = (torch.arange(3) + 100, torch.arange(4) * 9 + 1, torch.arange(5) * 25)
+    return rope, (pos, (1.0, 2.0, 2.0))
+
+
+def on_both_paths(call, args, monkeypatch):
+    """The stand-in's outputs on the kernel path (False) and the device path (True): the
+    same bits, and the device path reads nothing on the host."""
+    got = {}
+    for device_path in (False, True):
+        monkeypatch.setattr(_tensors, "DEVICE_PATH_FORCED", device_path)
+        with torch.no_grad(), _Reads() as reads:
+            got[device_path] = call(*args)
+        assert reads.count == 0 or not device_path, "the device path read values on the host"
+    assert torch.equal(bits(torch, got[False]), bits(torch, got[True]))
+    return got
+
+
+def in_double(rope, args):
+    """The module's own code with its tables made in double from its float32 frequencies
+    (row 1 of each): the angles formed in double, cos and sin in double."""
+    twin = copy.deepcopy(rope)
+    for name, table in rope.named_buffers():
+        rows = torch.arange(table.shape[0], dtype=torch.float64)
+        twin.register_buffer(name, rows[:, None] * table[1].double(), persistent=False)
+    with torch.no_grad():
+        return twin(*args)
+
+
+@pytest.mark.parametrize("kind", ["1d", "3d"])
+def test_a_float32_table_of_angles_is_formed_again_exactly_with_no_host_read(kind, monkeypatch):
+    rope, args = kandinsky(kind)
+    tables = {name: (table, table.clone()) for name, table in rope.named_buffers()}
+    call = ExactCall(rope.forward, rope.forward)
+    call(*args)  # the first call: checked, learned
+    assert call.checked and not call.failed and call.inline and call.tables is not None
+    exact = in_double(rope, args)
+    got = on_both_paths(call, args, monkeypatch)
+    assert got[False].dtype == torch.float32 and got[False].shape == exact.shape
+    assert float((got[False].double() - exact).abs().max()) <= HALF_ULP
+    # the module's own float32 angles are off by more (what this form changes)
+    with torch.no_grad():
+        own = rope(*args)
+    assert float((own.double() - exact).abs().max()) > 8 * HALF_ULP
+    # its tables are its own again after each call
+    for name, table in rope.named_buffers():
+        assert table is tables[name][0] and torch.equal(table, tables[name][1])
+
+
+def test_a_table_that_is_not_position_times_frequency_is_not_formed_again():
+    rope, args = kandinsky("3d")
+    with torch.no_grad():
+        rope.angles_0[101, 2] += 1e-3  # (a row the positions look up)
+    call = ExactCall(rope.forward, rope.forward)
+    call(*args)
+    assert call.checked and not call.failed and call.inline and call.tables is None
+
+
+def test_vectors_of_frequencies_times_a_grid_are_formed_again_exactly(monkeypatch):
+    """Helios's rotary module: float32 vectors of frequencies times a grid of positions (an
+    einsum, the frequencies along the first axis), cos and sin exact at each step."""
+    from diffusers.models.transformers.transformer_helios import HeliosRotaryPosEmbed
+
+    rope = HeliosRotaryPosEmbed((8, 8, 8), 10000.0)
+    frames = torch.tensor([[0, 1, 2, 900]])
+    args = (frames, 3, 5, torch.device("cpu"))
+    call = ExactCall(rope.forward, rope.forward)
+    call(*args)
+    assert call.checked and not call.failed and call.inline and call.tables is not None
+    # in double: the module's own einsum of its float32 frequencies (as doubles) and the grid
+    grid_y, grid_x = (g.double() for g in rope._get_spatial_meshgrid(3, 5, "cpu"))
+    grids = (frames.double()[:, :, None, None].expand(1, 4, 3, 5), grid_y.expand(1, 4, 3, 5),
+             grid_x.expand(1, 4, 3, 5))
+    parts = [rope.get_frequency_batched(base.double(), grid) for base, grid in zip(
+        (rope.freqs_base_t, rope.freqs_base_y, rope.freqs_base_x), grids)]
+    exact = torch.cat([c for c, _ in parts] + [s for _, s in parts], 0).permute(1, 0, 2, 3, 4)
+    got = on_both_paths(call, args, monkeypatch)
+    assert float((got[False].double() - exact).abs().max()) <= HALF_ULP
+    assert float((rope(*args).double() - exact).abs().max()) > 8 * HALF_ULP

@@ -160,10 +160,11 @@ def _through_patch(model: torch.nn.Module, unrun: str, inputs: Any, later: Any, 
 
 def _forms(model: torch.nn.Module) -> dict[str, list[str]]:
     """The patched modules (their names, as the handle's ``rotary`` gives them) whose
-    stand-ins took the columns form or the inline form at their first call."""
+    stand-ins took the columns form or the inline form (with their tables of angles
+    formed again: "tables") at their first call."""
     from sinpe.torch.patching._exact import ExactCall
 
-    found: dict[str, list[str]] = {"columns": [], "inline": []}
+    found: dict[str, list[str]] = {"columns": [], "inline": [], "tables": []}
     for name, module in model.named_modules():
         for attribute, value in vars(module).items():
             call = getattr(value, "call", None)
@@ -173,7 +174,7 @@ def _forms(model: torch.nn.Module) -> dict[str, list[str]]:
             if call.columns is not None:
                 found["columns"].append(where)
             elif call.inline:
-                found["inline"].append(where)
+                found["tables" if call.tables is not None else "inline"].append(where)
     return found
 
 

@@ -43,7 +43,7 @@ import torch
 from torch.utils import _pytree
 
 from sinpe.torch._tensors import _device_path, _round_once
-from sinpe.torch.patching import _columns, _inline
+from sinpe.torch.patching import _columns, _inline, _position_tables
 from sinpe.torch.patching._double import caches_differ
 from sinpe.torch.patching._taint import ExactAngles
 
@@ -155,6 +155,8 @@ class ExactCall:
         # (an attention processor's hidden states, a float32 table's angles looked up)
         # and its angles in double would be those float32 values again
         self.inline = False
+        # with float32 tables of angles looked up by position, formed again exactly
+        self.tables: Optional[_position_tables.PositionTables] = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if torch.compiler.is_compiling():
@@ -182,7 +184,7 @@ class ExactCall:
         if self.failed:
             return self.own(*args, **kwargs)
         if self.inline:
-            return self._run_inline(args, kwargs)[0]
+            return self._run_inline(args, kwargs)
         positions = None
         if self.columns is not None:
             positions = _leaf(args, kwargs, self._position)
@@ -243,25 +245,46 @@ class ExactCall:
         self._keep(self._key(args, kwargs), got)
         return got
 
-    def _run_inline(self, args: tuple[Any, ...], kwargs: dict[str, Any],
-                    record: bool = False) -> tuple[Any, _inline.ExactTrig]:
-        mode = _inline.ExactTrig(record)
-        with mode:
-            out = self.own(*args, **kwargs)
-        return out, mode
+    def _run_inline(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self.tables is not None:
+            try:
+                return self.tables.run(self.own, args, kwargs)
+            except _inline.Unlearned:
+                pass  # another branch of the code than the one learned: its own angles
+        with _inline.ExactTrig():
+            return self.own(*args, **kwargs)
 
     def _learn_inline(self, args: tuple[Any, ...], kwargs: dict[str, Any], want: Any) -> Any:
         """The outputs of the inline form (:mod:`._inline`), which serves every later call,
         if each cos and sin it gives is within the rounding of the code's own and the
-        outputs are laid out as ``want``; else None."""
+        outputs are laid out as ``want``; else None.  Where the angles come from float32
+        tables of position times frequency (:mod:`._position_tables`), those are formed
+        again exactly, if the outputs are then within the rounding of the code's own."""
+        mode = _inline.ExactTrig(record=True)
         try:
-            out, mode = self._run_inline(args, kwargs, record=True)
+            with mode:
+                out = self.own(*args, **kwargs)
         except Exception:
             return None
         if _inline.differs(mode.calls) or not _same_layout(out, want):
             return None
         self.inline = True
-        return out
+        tables = _position_tables.angle_tables(getattr(self.own, "__self__", None))
+        if not tables:
+            return out
+        form = _position_tables.learn(self.own, args, kwargs, tables,
+                                      [(angle, cosine) for angle, cosine, _, _ in mode.calls])
+        if form is None:
+            return out
+        try:
+            exact = form.run(self.own, args, kwargs)
+        except Exception:
+            return out
+        angle = max(float(a.abs().max()) if a.numel() else 0.0 for a, _, _, _ in mode.calls)
+        if not _same_layout(exact, want) or _differs(exact, want, angle):
+            return out
+        self.tables = form
+        return exact
 
     def _learn(self, args: tuple[Any, ...], kwargs: dict[str, Any], got: Any) -> Any:
         """The columns form, if the module's outputs are one (and it gives the exact

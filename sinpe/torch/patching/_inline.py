@@ -17,7 +17,7 @@ model's own arithmetic.  :func:`differs` is the check: each value given is withi
 rounding of the code's own cos or sin of the same angle.
 """
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -42,14 +42,50 @@ def exact_trig(angle: torch.Tensor, cosine: bool) -> torch.Tensor:
     return torch.where(angle.abs() <= UNIT.limit, values, own)  # (False for NaN)
 
 
+class Unlearned(Exception):
+    """A cos or sin call that a :class:`PerCall` was not learned for."""
+
+
+class PerCall:
+    """The frequencies of each cos and sin call of one run of a code, in order
+    (:mod:`._position_tables`): call ``c`` is given positions, one a pair along axis
+    ``axes[c]``, and takes their angles with ``tables[c]``'s frequencies (``freqs[c]``:
+    them in float32, for the code's own value beyond the tables' range)."""
+
+    def __init__(self, tables: list[AngleTables], freqs: list[torch.Tensor],
+                 axes: list[int]) -> None:
+        self.tables = tables
+        self.freqs = freqs
+        self.axes = axes
+        self._on: dict[tuple[int, torch.device], torch.Tensor] = {}
+
+    def trig(self, call: int, positions: torch.Tensor, cosine: bool) -> torch.Tensor:
+        """cos (``cosine``) or sin of call ``call``'s angles, exact, rounded once."""
+        if call >= len(self.tables) or positions.dim() <= self.axes[call] or (
+                positions.shape[self.axes[call]] != self.tables[call].count):
+            raise Unlearned(f"cos or sin call {call} of shape {tuple(positions.shape)}")
+        tables, axis = self.tables[call], self.axes[call]
+        pairs = positions.movedim(axis, -1)
+        values = tables.values(pairs, positions.dtype, per_pair=True)[..., 0 if cosine else 1]
+        freq = self._on.get((call, positions.device))
+        if freq is None:
+            freq = self._on[(call, positions.device)] = self.freqs[call].to(positions.device)
+        angle = pairs * freq.to(positions.dtype)  # the code's own, beyond the range
+        own = torch.cos(angle) if cosine else torch.sin(angle)
+        return torch.where(pairs.abs() <= tables.limit, values, own).movedim(-1, axis)
+
+
 class ExactTrig(TorchFunctionMode):
     """The code's ``cos`` and ``sin`` of float32 and 16-bit tensors, exact (module
     docstring); ``record``: each call's ``(angle, cosine, exact, own)`` is kept in
-    ``calls``."""
+    ``calls``; ``per_call``: the calls take positions and their frequencies
+    (:class:`PerCall`) rather than angles."""
 
-    def __init__(self, record: bool = False) -> None:
+    def __init__(self, record: bool = False, per_call: Optional[PerCall] = None) -> None:
         super().__init__()
         self.record = record
+        self.per_call = per_call
+        self.count = 0
         self.calls: list[tuple[torch.Tensor, bool, torch.Tensor, torch.Tensor]] = []
 
     def __torch_function__(self, func: Callable[..., Any], types: Any, args: Any = (),
@@ -59,7 +95,11 @@ class ExactTrig(TorchFunctionMode):
                 and isinstance(args[0], torch.Tensor) and args[0].dtype in _NARROW
                 and not (args[0].requires_grad and torch.is_grad_enabled())):
             with torch.no_grad():
-                exact = exact_trig(args[0], cosine)
+                if self.per_call is not None:
+                    exact = self.per_call.trig(self.count, args[0], cosine)
+                else:
+                    exact = exact_trig(args[0], cosine)
+            self.count += 1
             if self.record:
                 self.calls.append((args[0], cosine, exact, func(*args)))
             return exact
