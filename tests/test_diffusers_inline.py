@@ -192,6 +192,10 @@ def test_a_float32_table_of_angles_is_formed_again_exactly_with_no_host_read(kin
     # its tables are its own again after each call
     for name, table in rope.named_buffers():
         assert table is tables[name][0] and torch.equal(table, tables[name][1])
+    # a model cast to bfloat16 (its tables with it) keeps the exact float32 values
+    rope.to(torch.bfloat16)
+    with torch.no_grad():
+        assert torch.equal(bits(torch, call(*args)), bits(torch, got[False]))
 
 
 def test_a_table_that_is_not_position_times_frequency_is_not_formed_again():
