@@ -36,10 +36,21 @@ UNIT = AngleTables(np.ones(1))
 def exact_trig(angle: torch.Tensor, cosine: bool) -> torch.Tensor:
     """cos (``cosine``) or sin of each of ``angle``'s values, exact, rounded once to its
     dtype; its own value where an angle is beyond the tables' range."""
-    flat = angle.reshape(-1)
-    values = UNIT.values(flat, angle.dtype)[:, 0, 0 if cosine else 1].reshape(angle.shape)
+    return _chosen(_unit_pairs(angle), angle, angle, cosine, UNIT.limit)
+
+
+def _unit_pairs(angle: torch.Tensor) -> torch.Tensor:
+    """``[cos, sin]`` of each of ``angle``'s values (a last axis of 2), exact, rounded
+    once to its dtype (NaN beyond the tables' range)."""
+    return UNIT.values(angle.reshape(-1), angle.dtype)[:, 0].reshape(angle.shape + (2,))
+
+
+def _chosen(pairs: torch.Tensor, positions: torch.Tensor, angle: torch.Tensor, cosine: bool,
+            limit: int) -> torch.Tensor:
+    """The cosines (``cosine``) or sines of ``pairs``; torch's own of ``angle`` where a
+    position is beyond ``limit`` (False for NaN)."""
     own = torch.cos(angle) if cosine else torch.sin(angle)
-    return torch.where(angle.abs() <= UNIT.limit, values, own)  # (False for NaN)
+    return torch.where(positions.abs() <= limit, pairs[..., 0 if cosine else 1], own)
 
 
 class Unlearned(Exception):
@@ -50,7 +61,8 @@ class PerCall:
     """The frequencies of each cos and sin call of one run of a code, in order
     (:mod:`._position_tables`): call ``c`` is given positions, one a pair along axis
     ``axes[c]``, and takes their angles with ``tables[c]``'s frequencies (``freqs[c]``:
-    them in float32, for the code's own value beyond the tables' range)."""
+    them in float32, for the code's own value beyond the tables' range; calls of the
+    same frequencies share one ``AngleTables``)."""
 
     def __init__(self, tables: list[AngleTables], freqs: list[torch.Tensor],
                  axes: list[int]) -> None:
@@ -59,27 +71,33 @@ class PerCall:
         self.axes = axes
         self._on: dict[tuple[int, torch.device], torch.Tensor] = {}
 
-    def trig(self, call: int, positions: torch.Tensor, cosine: bool) -> torch.Tensor:
-        """cos (``cosine``) or sin of call ``call``'s angles, exact, rounded once."""
+    def pairs(self, call: int, positions: torch.Tensor) -> torch.Tensor:
+        """``[cos, sin]`` of call ``call``'s angles (its pairs' axis last, then a last axis
+        of 2), exact, rounded once; raises :class:`Unlearned` for a call not learned."""
         if call >= len(self.tables) or positions.dim() <= self.axes[call] or (
                 positions.shape[self.axes[call]] != self.tables[call].count):
             raise Unlearned(f"cos or sin call {call} of shape {tuple(positions.shape)}")
-        tables, axis = self.tables[call], self.axes[call]
-        pairs = positions.movedim(axis, -1)
-        values = tables.values(pairs, positions.dtype, per_pair=True)[..., 0 if cosine else 1]
+        moved = positions.movedim(self.axes[call], -1)
+        return self.tables[call].values(moved, positions.dtype, per_pair=True)
+
+    def chosen(self, call: int, positions: torch.Tensor, pairs: torch.Tensor, cosine: bool
+               ) -> torch.Tensor:
+        """The cosines or sines of :meth:`pairs`, laid out as ``positions``."""
+        axis = self.axes[call]
         freq = self._on.get((call, positions.device))
         if freq is None:
             freq = self._on[(call, positions.device)] = self.freqs[call].to(positions.device)
-        angle = pairs * freq.to(positions.dtype)  # the code's own, beyond the range
-        own = torch.cos(angle) if cosine else torch.sin(angle)
-        return torch.where(pairs.abs() <= tables.limit, values, own).movedim(-1, axis)
+        moved = positions.movedim(axis, -1)
+        angle = moved * freq  # the code's own, beyond the range
+        return _chosen(pairs, moved, angle, cosine, self.tables[call].limit).movedim(-1, axis)
 
 
 class ExactTrig(TorchFunctionMode):
     """The code's ``cos`` and ``sin`` of float32 and 16-bit tensors, exact (module
     docstring); ``record``: each call's ``(angle, cosine, exact, own)`` is kept in
     ``calls``; ``per_call``: the calls take positions and their frequencies
-    (:class:`PerCall`) rather than angles."""
+    (:class:`PerCall`) rather than angles.  The cos and the sin of one tensor (most code
+    takes both) share one computation of the pairs, kept for the length of the run."""
 
     def __init__(self, record: bool = False, per_call: Optional[PerCall] = None) -> None:
         super().__init__()
@@ -87,6 +105,18 @@ class ExactTrig(TorchFunctionMode):
         self.per_call = per_call
         self.count = 0
         self.calls: list[tuple[torch.Tensor, bool, torch.Tensor, torch.Tensor]] = []
+        # the last pairs made: (tensor, its version, the tables, the pairs)
+        self._last: Optional[tuple[torch.Tensor, int, Any, torch.Tensor]] = None
+
+    def _pairs(self, angle: torch.Tensor, tables: Any, make: Callable[[], torch.Tensor]
+               ) -> torch.Tensor:
+        last = self._last
+        if (last is not None and last[0] is angle and last[1] == angle._version
+                and last[2] is tables):
+            return last[3]
+        pairs = make()
+        self._last = (angle, angle._version, tables, pairs)
+        return pairs
 
     def __torch_function__(self, func: Callable[..., Any], types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
@@ -94,14 +124,18 @@ class ExactTrig(TorchFunctionMode):
         if ((cosine or func in _SIN) and len(args) == 1 and not kwargs
                 and isinstance(args[0], torch.Tensor) and args[0].dtype in _NARROW
                 and not (args[0].requires_grad and torch.is_grad_enabled())):
+            angle, call, per = args[0], self.count, self.per_call
             with torch.no_grad():
-                if self.per_call is not None:
-                    exact = self.per_call.trig(self.count, args[0], cosine)
+                if per is not None:
+                    tables = per.tables[call] if call < len(per.tables) else None
+                    pairs = self._pairs(angle, tables, lambda: per.pairs(call, angle))
+                    exact = per.chosen(call, angle, pairs, cosine)
                 else:
-                    exact = exact_trig(args[0], cosine)
+                    pairs = self._pairs(angle, UNIT, lambda: _unit_pairs(angle))
+                    exact = _chosen(pairs, angle, angle, cosine, UNIT.limit)
             self.count += 1
             if self.record:
-                self.calls.append((args[0], cosine, exact, func(*args)))
+                self.calls.append((angle, cosine, exact, func(*args)))
             return exact
         return func(*args, **(kwargs or {}))
 

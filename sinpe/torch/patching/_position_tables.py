@@ -109,9 +109,12 @@ class PositionTables:
         self.tables = tables
         self._positions = positions
         self._lock = threading.Lock()
-        self.trig = _inline.PerCall([AngleTables(f) for f in freqs],
-                                    [torch.from_numpy(f.astype(np.float32)) for f in freqs],
-                                    axes)
+        # (one AngleTables per set of frequencies: a cos and a sin of one tensor share it,
+        # and ExactTrig makes their pairs once)
+        shared: dict[bytes, AngleTables] = {}
+        angles = [shared.setdefault(f.tobytes(), AngleTables(f)) for f in freqs]
+        self.trig = _inline.PerCall(angles, [torch.from_numpy(f.astype(np.float32))
+                                             for f in freqs], axes)
 
     def _positions_on(self) -> list[torch.Tensor]:
         """The positions tables, where the module's own are now (a model moved after the
