@@ -6,7 +6,8 @@ computes its model's RoPE itself (CogVideoX), patched under one handle, its swap
 function acting only inside the pipeline's own calls; the same bits on the kernel path
 and the device path (whichever device), and whichever branch diffusers' code takes on a
 Mac; a patched model cast to bfloat16 keeping exact float32 tables; the timestep
-embedding alone; refusals that change nothing.
+embedding alone; refusals that change nothing; a patched model under
+``torch.inference_mode``.
 """
 from __future__ import annotations
 
@@ -128,6 +129,29 @@ def test_the_same_bits_on_the_kernel_path_and_the_device_path(name, monkeypatch)
     for key in on_cpu:
         leaves = torch.utils._pytree.tree_leaves
         assert all(same(a, b) for a, b in zip(leaves(on_cpu[key]), leaves(on_device[key]))), key
+
+
+@pytest.mark.parametrize("device_path", [False, True])
+@pytest.mark.parametrize("name", ["FluxTransformer2DModel", "StableAudio3DiTModel",
+                                  "Kandinsky6Transformer3DModel"])
+def test_a_patched_model_runs_under_inference_mode(name, device_path, monkeypatch):
+    """Pipelines run under ``torch.inference_mode``: its tensors have no version counter
+    (the device path kept positions by identity and version, and crashed).  The first
+    call (checked) and the later ones (kept, columns, inline, tables) give the bits of
+    the same calls under ``no_grad``."""
+    model, info = dtiny.build(name, compare=False)
+    monkeypatch.setattr(_tensors, "DEVICE_PATH_FORCED", device_path)
+    leaves = torch.utils._pytree.tree_leaves
+    with st.patch(model):
+        with torch.inference_mode():
+            first = leaves(model(**info["inputs"]))
+            later = leaves(model(**info["inputs"]))
+    with st.patch(model):
+        with torch.no_grad():
+            want = leaves(model(**info["inputs"]))
+            again = leaves(model(**info["inputs"]))
+    tensors = [(a, b) for a, b in zip(first + later, want + again) if isinstance(a, torch.Tensor)]
+    assert tensors and all(same(a, b) for a, b in tensors)
 
 
 def test_the_mps_branch_gives_the_same_bits(monkeypatch):

@@ -118,10 +118,11 @@ def frequencies_of(freq: object) -> NDArray[np.float64]:
             raise TypeError(f"freq must be real, got a tensor of dtype {freq.dtype}")
         if freq.device.type != "cpu":
             seen = _read.get(freq)
-            if seen is not None and seen[0] == freq._version:
+            version = _tensors._version(freq)  # (None: an inference tensor, read again)
+            if seen is not None and version is not None and seen[0] == version:
                 return seen[1]
             array = freq.detach().to("cpu", torch.float64).numpy()
-            _read[freq] = (freq._version, array)
+            _read[freq] = (version, array)
             return array
         return freq.detach().to(torch.float64).numpy()
     return np.asarray(freq, dtype=np.float64)

@@ -115,6 +115,13 @@ if _PATH not in _PATHS:
 DEVICE_PATH_FORCED = _PATH == "device"
 
 
+def _version(tensor: torch.Tensor) -> Optional[int]:
+    """``tensor``'s version counter, or None for an inference tensor (made under
+    ``torch.inference_mode``), which has none: an in-place write to it cannot be seen,
+    so nothing may be kept by its identity."""
+    return None if tensor.is_inference() else tensor._version
+
+
 def _device_path(tensor: torch.Tensor) -> bool:
     """Whether sinpe.torch serves ``tensor`` by device operations alone (no kernel call,
     no host read of its values, nothing copied per call): every device but the CPU,

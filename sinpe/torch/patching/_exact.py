@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 from torch.utils import _pytree
 
-from sinpe.torch._tensors import _device_path, _round_once
+from sinpe.torch._tensors import _device_path, _round_once, _version
 from sinpe.torch.patching import _columns, _inline, _position_tables
 from sinpe.torch.patching._double import caches_differ
 from sinpe.torch.patching._taint import ExactAngles
@@ -105,12 +105,15 @@ class _Shape:
     def __init__(self, tensor: torch.Tensor, by_value: bool) -> None:
         self.shape, self.dtype, self.device = tuple(tensor.shape), tensor.dtype, tensor.device
         self.tensor: Optional[torch.Tensor] = None
-        self.version = self.values = None
+        self.version: Any = None
+        self.values: Optional[bytes] = None
         if by_value:
             if not _device_path(tensor):  # a CPU tensor: its values (the host has them)
                 self.values = _bytes(tensor)
             else:  # by identity: the object kept (its id cannot be reused while kept)
-                self.tensor, self.version = tensor, tensor._version
+                self.tensor, self.version = tensor, _version(tensor)
+                if self.version is None:  # an inference tensor: no version, never kept
+                    self.version = object()
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, _Shape) and (self.shape, self.dtype, self.device,

@@ -24,6 +24,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from sinpe.torch._angles import AngleTables
+from sinpe.torch._tensors import _version
 from sinpe.torch.patching._double import caches_differ
 
 _COS = {torch.cos, torch.Tensor.cos}
@@ -106,16 +107,16 @@ class ExactTrig(TorchFunctionMode):
         self.count = 0
         self.calls: list[tuple[torch.Tensor, bool, torch.Tensor, torch.Tensor]] = []
         # the last pairs made: (tensor, its version, the tables, the pairs)
-        self._last: Optional[tuple[torch.Tensor, int, Any, torch.Tensor]] = None
+        self._last: Optional[tuple[torch.Tensor, Optional[int], Any, torch.Tensor]] = None
 
     def _pairs(self, angle: torch.Tensor, tables: Any, make: Callable[[], torch.Tensor]
                ) -> torch.Tensor:
-        last = self._last
-        if (last is not None and last[0] is angle and last[1] == angle._version
-                and last[2] is tables):
+        last, version = self._last, _version(angle)
+        if (last is not None and last[0] is angle and version is not None
+                and last[1] == version and last[2] is tables):
             return last[3]
         pairs = make()
-        self._last = (angle, angle._version, tables, pairs)
+        self._last = (angle, version, tables, pairs)
         return pairs
 
     def __torch_function__(self, func: Callable[..., Any], types: Any, args: Any = (),
