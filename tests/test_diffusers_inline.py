@@ -72,8 +72,8 @@ def test_an_inline_rotation_is_served_on_its_device_with_exact_cos_and_sin(name,
         calls = []
         original = _inline.ExactTrig.__init__
 
-        def recording(self, record=False, per_call=None):
-            original(self, True, per_call)
+        def recording(self, record=False, per_call=None, pairs=None):
+            original(self, True, per_call, pairs)
             calls.append(self)
         monkeypatch.setattr(_inline.ExactTrig, "__init__", recording)
         outputs(model, info["inputs"], True, monkeypatch)
@@ -159,7 +159,10 @@ def on_both_paths(call, args, monkeypatch):
         with torch.no_grad(), _Reads() as reads:
             got[device_path] = call(*args)
         assert reads.count == 0 or not device_path, "the device path read values on the host"
-    assert torch.equal(bits(torch, got[False]), bits(torch, got[True]))
+    leaves = torch.utils._pytree.tree_leaves
+    assert len(leaves(got[False])) == len(leaves(got[True]))
+    for a, b in zip(leaves(got[False]), leaves(got[True])):
+        assert torch.equal(bits(torch, a), bits(torch, b))
     return got
 
 
@@ -228,3 +231,72 @@ def test_vectors_of_frequencies_times_a_grid_are_formed_again_exactly(monkeypatc
     got = on_both_paths(call, args, monkeypatch)
     assert float((got[False].double() - exact).abs().max()) <= HALF_ULP
     assert float((rope(*args).double() - exact).abs().max()) > 8 * HALF_ULP
+
+
+@pytest.mark.parametrize("modality", ["video", "audio"])
+@pytest.mark.parametrize("rope_type", ["interleaved", "split"])
+def test_angles_formed_from_float32_coordinates_are_exact(modality, rope_type, monkeypatch):
+    """LTX-2's rotary modules form each angle from the float32 coordinates they are given
+    (a midpoint, over a base, times 2 minus 1, times a float32 frequency: five roundings
+    before the cosine) with no buffer to form again: that arithmetic is carried exactly."""
+    from diffusers.models.transformers.transformer_ltx2 import LTX2AudioVideoRotaryPosEmbed
+
+    rope = LTX2AudioVideoRotaryPosEmbed(dim=64 if modality == "video" else 32,
+                                        modality=modality, rope_type=rope_type,
+                                        num_attention_heads=2)
+    cpu = torch.device("cpu")
+    coords = (rope.prepare_video_coords(2, 3, 6, 5, device=cpu, fps=24.0)
+              if modality == "video" else rope.prepare_audio_coords(2, 7, device=cpu))
+    call = ExactCall(rope.forward, rope.forward)
+    call(coords)
+    assert call.checked and not call.failed and call.inline and call.followed == [0]
+    with torch.no_grad():  # the module's own code in double: its float32 frequencies
+        # (made in float64 and rounded, as the model does), the coordinates' arithmetic
+        exact = copy.deepcopy(rope).double()(coords.double())
+        own = rope(coords)
+    got = on_both_paths(call, (coords,), monkeypatch)
+    for mine, want, theirs in zip(got[False], exact, own):
+        assert mine.dtype == torch.float32 and mine.shape == want.shape
+        assert float((mine.double() - want).abs().max()) <= HALF_ULP
+        assert float((theirs.double() - want).abs().max()) > 8 * HALF_ULP
+
+
+def test_float32_arithmetic_is_carried_to_far_below_its_rounding():
+    """Sums, differences, products and quotients of followed values, with each other,
+    with float32 tensors and with Python numbers (taken in double), through reshapes,
+    stacks and slices: hi + lo within 2**-40 (relative) of the same code in double, where
+    float32 is off by more than 2**-26; a value written in place is no longer followed."""
+    from sinpe.torch.patching._pairs import Pairs
+
+    torch.manual_seed(1)
+    x = torch.rand(500) * 200 - 100
+    y = torch.rand(500) * 3 + 0.1
+    codes = [lambda a, b: (a / 20 + b) * 0.1, lambda a, b: 1 - a / b,
+             lambda a, b: 3.7 / b - a * 2,
+             lambda a, b: ((a[:, None] * 2 - 1) * b[None, :5]).transpose(0, 1).flatten(),
+             lambda a, b: torch.stack([a / 7, b / 3], -1).reshape(-1) * math.pi,
+             lambda a, b: -(a * b) + a.chunk(2)[0].repeat(2)]
+    for code in codes:
+        pairs = Pairs([(0, x), (1, y)])
+        with _inline.ExactTrig(pairs=pairs):
+            out = code(x, y)
+        low = pairs.low(out)
+        want = code(x.double(), y.double())
+        assert low is not None and pairs.used == {0, 1}
+        carried = (out.double() + low.double() - want).abs() / want.abs()
+        plain = (out.double() - want).abs() / want.abs()
+        assert float(carried.max()) <= 2.0**-40 < 2.0**-26 < float(plain.max())
+    for inference in (False, True):  # (an inference tensor has no version counter)
+        with torch.inference_mode(inference):
+            source = x.clone()
+            pairs = Pairs([(0, source)])
+            with _inline.ExactTrig(pairs=pairs):
+                value = source / 3
+                assert pairs.low(value) is not None
+                value[0] = 1.0
+                assert pairs.low(value) is None
+                whole = source / 7
+                view = whole[1:]
+                assert pairs.low(view) is not None
+                whole.mul_(2)
+                assert pairs.low(view) is None

@@ -262,14 +262,18 @@ class AngleTables:
     # -- the angles
 
     def fixed(self, positions: torch.Tensor, per_pair: bool = False,
-              double: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+              double: bool = False, rest: Optional[torch.Tensor] = None
+              ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(V, unit)``: ``V`` of shape ``rows + (m, 2)``, the exact ``[cos, sin]`` of
         each pair of ``|p|``, int64 in units of ``unit`` (float32, shape ``rows + (1,
         2)``: the scaling of cos and of sin, the latter negative for a negative
         position, NaN where a position is out of range) times ``scale``; with
         ``double``, float64 values and the float64 ``scale`` as ``unit``.  ``rows`` is
         ``positions.shape``, or without its last axis (of length m) with ``per_pair``:
-        then each pair has its own position (multi-axis sections)."""
+        then each pair has its own position (multi-axis sections).  ``rest`` (float32
+        positions): each position is ``positions + rest``, ``|rest|`` at most 1 (the
+        rounding error of float32 arithmetic that formed it: :mod:`._pairs`), read to
+        the same 48 fractional bits."""
         device = positions.device
         real = positions.is_floating_point()
         prefix = "double" if double else "integer"
@@ -281,6 +285,13 @@ class AngleTables:
             valid = magnitude <= self.limit
             whole = magnitude.trunc()
             ticks = ((magnitude - whole) * 2.0 ** FRACTION_BITS).round().long()
+            if rest is not None:  # the sign of p + rest; rest's ticks beside p's (< 2**49)
+                negative = (wide < 0) | ((wide == 0) & (rest < 0))
+                valid = valid & (magnitude + 1 <= self.limit) & (rest.abs() <= 1)
+                rest = torch.where(negative, -rest, rest).clamp(-1, 1)
+                ticks = ticks + (rest * 2.0 ** FRACTION_BITS).round().long()
+                wide = torch.where(negative, -1.0, 1.0)  # (the sign row below)
+            # (ticks below 0 or of 2**48 and more carry into the whole: an arithmetic shift)
             whole = whole.clamp(max=self.limit).long() + (ticks >> FRACTION_BITS)
             ticks = ticks & ((1 << FRACTION_BITS) - 1)
         else:  # (clamped first: the magnitude of the most negative int64 is itself)
@@ -303,16 +314,18 @@ class AngleTables:
         return value, (scale if per_pair else scale.unsqueeze(-2))
 
     def values(self, positions: torch.Tensor, dtype: torch.dtype,
-               per_pair: bool = False) -> torch.Tensor:
+               per_pair: bool = False, rest: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The ``[cos, sin]`` pairs (shape ``rows + (m, 2)``) in ``dtype``, each the exact
         value rounded once (see :meth:`fixed`).  float64: the same digits in float64
         (the caller's dtype), within a few ulps of the double values."""
         if dtype is torch.float64:
-            value, scale = self.fixed(positions, per_pair, double=True)
+            value, scale = self.fixed(positions, per_pair, double=True, rest=rest)
             return value * scale
-        if kernel_reads(positions):
+        if rest is None and kernel_reads(positions):
             return self._on_cpu(positions, dtype, per_pair)
-        value, unit = self.fixed(positions, per_pair)
+        # (positions with a rest take the device operations on the CPU too: the same
+        # bits on every device)
+        value, unit = self.fixed(positions, per_pair, rest=rest)
         return rounded(value, unit, dtype)
 
     def _on_cpu(self, positions: torch.Tensor, dtype: torch.dtype, per_pair: bool

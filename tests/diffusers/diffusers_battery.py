@@ -161,10 +161,11 @@ def _through_patch(model: torch.nn.Module, unrun: str, inputs: Any, later: Any, 
 def _forms(model: torch.nn.Module) -> dict[str, list[str]]:
     """The patched modules (their names, as the handle's ``rotary`` gives them) whose
     stand-ins took the columns form or the inline form (with their tables of angles
-    formed again: "tables") at their first call."""
+    formed again: "tables"; with the angles formed from their inputs carried exactly:
+    "formed") at their first call."""
     from sinpe.torch.patching._exact import ExactCall
 
-    found: dict[str, list[str]] = {"columns": [], "inline": [], "tables": []}
+    found: dict[str, list[str]] = {"columns": [], "inline": [], "tables": [], "formed": []}
     for name, module in model.named_modules():
         for attribute, value in vars(module).items():
             call = getattr(value, "call", None)
@@ -174,7 +175,9 @@ def _forms(model: torch.nn.Module) -> dict[str, list[str]]:
             if call.columns is not None:
                 found["columns"].append(where)
             elif call.inline:
-                found["tables" if call.tables is not None else "inline"].append(where)
+                form = ("tables" if call.tables is not None else
+                        "formed" if call.followed else "inline")
+                found[form].append(where)
     return found
 
 

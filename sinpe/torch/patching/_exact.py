@@ -31,19 +31,22 @@ cast to bfloat16 keeps exact float32 tables), and moves it to the device once.
   its positions become :mod:`._columns` (the exact angle tables, on any device); code
   whose every angle is a float32 value it was given or looked up (an attention
   processor, a float32 table of angles), which its run in double would take as it
-  is, runs as itself on its device with cos and sin exact (:mod:`._inline`).
+  is, runs as itself on its device with cos and sin exact (:mod:`._inline`); angles it
+  forms from its float32 inputs by float32 arithmetic have that arithmetic carried
+  exactly (:mod:`._pairs`), float32 buffers of angles are formed again
+  (:mod:`._position_tables`).
 """
 
 import contextlib
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Union
 
 import torch
 from torch.utils import _pytree
 
 from sinpe.torch._tensors import _device_path, _round_once, _version
-from sinpe.torch.patching import _columns, _inline, _position_tables
+from sinpe.torch.patching import _columns, _inline, _pairs, _position_tables
 from sinpe.torch.patching._double import caches_differ
 from sinpe.torch.patching._taint import ExactAngles
 
@@ -160,6 +163,8 @@ class ExactCall:
         self.inline = False
         # with float32 tables of angles looked up by position, formed again exactly
         self.tables: Optional[_position_tables.PositionTables] = None
+        # the inputs (leaf numbers) whose arithmetic forms its angles, carried exactly
+        self.followed: list[int] = []
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if torch.compiler.is_compiling():
@@ -254,8 +259,20 @@ class ExactCall:
                 return self.tables.run(self.own, args, kwargs)
             except _inline.Unlearned:
                 pass  # another branch of the code than the one learned: its own angles
-        with _inline.ExactTrig():
+        with _inline.ExactTrig(pairs=self._follow(args, kwargs, self.followed)):
             return self.own(*args, **kwargs)
+
+    @staticmethod
+    def _follow(args: tuple[Any, ...], kwargs: dict[str, Any],
+               followed: Optional[list[int]]) -> Optional[_pairs.Pairs]:
+        """The inputs ``followed`` (leaf numbers; None: every one) carried exactly through
+        the arithmetic that forms the angles from them (:mod:`._pairs`)."""
+        if followed == []:
+            return None
+        leaves = _pytree.tree_leaves((args, kwargs))
+        return _pairs.Pairs([(i, leaf) for i, leaf in enumerate(leaves)
+                             if isinstance(leaf, torch.Tensor)
+                             and (followed is None or i in followed)])
 
     def _learn_inline(self, args: tuple[Any, ...], kwargs: dict[str, Any], want: Any) -> Any:
         """The outputs of the inline form (:mod:`._inline`), which serves every later call,
@@ -263,15 +280,12 @@ class ExactCall:
         outputs are laid out as ``want``; else None.  Where the angles come from float32
         tables of position times frequency (:mod:`._position_tables`), those are formed
         again exactly, if the outputs are then within the rounding of the code's own."""
-        mode = _inline.ExactTrig(record=True)
-        try:
-            with mode:
-                out = self.own(*args, **kwargs)
-        except Exception:
-            return None
-        if _inline.differs(mode.calls) or not _same_layout(out, want):
+        out, mode = self._followed(args, kwargs, want)
+        if mode is None or _inline.differs(mode.calls) or not _same_layout(out, want):
             return None
         self.inline = True
+        if self.followed:  # angles formed from the inputs: exact, no buffers to swap
+            return out
         tables = _position_tables.angle_tables(getattr(self.own, "__self__", None))
         if not tables:
             return out
@@ -288,6 +302,37 @@ class ExactCall:
             return out
         self.tables = form
         return exact
+
+    def _followed(self, args: tuple[Any, ...], kwargs: dict[str, Any], want: Any
+                  ) -> tuple[Any, Optional[_inline.ExactTrig]]:
+        """The inline form's outputs and its recording mode (None: the code fails under
+        it), the angles it forms from its inputs carried exactly (:mod:`._pairs`) if that
+        gives the exact outputs (those of its code with those inputs' values taken in
+        double, :class:`ExactAngles`) to within the two roundings' difference; else
+        without, ``followed`` then empty."""
+        pairs = self._follow(args, kwargs, None)
+        mode = _inline.ExactTrig(record=True, pairs=pairs)
+        try:
+            with mode:
+                out = self.own(*args, **kwargs)
+        except Exception:
+            out = None
+        used = sorted(pairs.used) if pairs is not None else []
+        if used and out is not None:
+            try:
+                exact = self._exact(args, kwargs, self._device(args, kwargs), positions=used)
+            except Exception:
+                exact = None
+            if exact is not None and _same_layout(out, want) and _within_an_ulp(out, exact):
+                self.followed = used
+                return out, mode
+        self.followed = []
+        mode = _inline.ExactTrig(record=True)
+        try:
+            with mode:
+                return self.own(*args, **kwargs), mode
+        except Exception:
+            return None, None
 
     def _learn(self, args: tuple[Any, ...], kwargs: dict[str, Any], got: Any) -> Any:
         """The columns form, if the module's outputs are one (and it gives the exact
@@ -325,14 +370,17 @@ class ExactCall:
     # -- the exact values
 
     def _exact(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: torch.device,
-               angle: bool = False, positions: Optional[int] = None) -> Any:
+               angle: bool = False, positions: Optional[Union[int, list[int]]] = None
+               ) -> Any:
         # (a module that reads its arguments' shapes alone gets zeros of their shapes on
         # the CPU: nothing is read or copied from the device)
         place = _on_cpu if self.by_value or not self.checked else _zeros_on_cpu
         cpu_args, cpu_kwargs = _pytree.tree_map(place, (args, kwargs))
-        # (``positions``: the leaf whose values every operation then takes in double)
-        mode = ExactAngles([] if positions is None else
-                           [_pytree.tree_leaves((cpu_args, cpu_kwargs))[positions]])
+        # (``positions``: the leaves whose values every operation then takes in double)
+        numbers = [] if positions is None else (
+            [positions] if isinstance(positions, int) else positions)
+        cpu_leaves = _pytree.tree_leaves((cpu_args, cpu_kwargs))
+        mode = ExactAngles([cpu_leaves[i] for i in numbers])
         with _cpu_branches(), torch.no_grad(), mode:
             out = self.cpu_call(*cpu_args, **cpu_kwargs)
         leaves, spec = _pytree.tree_flatten(out)

@@ -12,8 +12,9 @@ elsewhere; the same bits on every device, no host read, no float64).  An angle b
 the tables' range (``2**24`` radians) or not finite keeps the code's own value.
 
 Only cos and sin change: the angles stay what the code was given (float32 values, drift
-and all: the code that made them is not this one), and everything else stays the
-model's own arithmetic.  :func:`differs` is the check: each value given is within the
+and all: the code that made them is not this one), or with ``pairs``
+(:class:`._pairs.Pairs`) what the code formed from its inputs plus the rounding error of
+that arithmetic, and everything else stays the model's own arithmetic.  :func:`differs` is the check: each value given is within the
 rounding of the code's own cos or sin of the same angle.
 """
 
@@ -25,6 +26,7 @@ from torch.overrides import TorchFunctionMode
 
 from sinpe.torch._angles import AngleTables
 from sinpe.torch._tensors import _version
+from sinpe.torch.patching._pairs import Pairs
 from sinpe.torch.patching._double import caches_differ
 
 _COS = {torch.cos, torch.Tensor.cos}
@@ -40,10 +42,12 @@ def exact_trig(angle: torch.Tensor, cosine: bool) -> torch.Tensor:
     return _chosen(_unit_pairs(angle), angle, angle, cosine, UNIT.limit)
 
 
-def _unit_pairs(angle: torch.Tensor) -> torch.Tensor:
-    """``[cos, sin]`` of each of ``angle``'s values (a last axis of 2), exact, rounded
-    once to its dtype (NaN beyond the tables' range)."""
-    return UNIT.values(angle.reshape(-1), angle.dtype)[:, 0].reshape(angle.shape + (2,))
+def _unit_pairs(angle: torch.Tensor, low: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``[cos, sin]`` of each of ``angle``'s values (plus ``low``'s: :mod:`._pairs`) (a
+    last axis of 2), exact, rounded once to its dtype (NaN beyond the tables' range)."""
+    rest = None if low is None else low.expand(angle.shape).reshape(-1)
+    return UNIT.values(angle.reshape(-1), angle.dtype, rest=rest)[:, 0].reshape(
+        angle.shape + (2,))
 
 
 def _chosen(pairs: torch.Tensor, positions: torch.Tensor, angle: torch.Tensor, cosine: bool,
@@ -100,10 +104,12 @@ class ExactTrig(TorchFunctionMode):
     (:class:`PerCall`) rather than angles.  The cos and the sin of one tensor (most code
     takes both) share one computation of the pairs, kept for the length of the run."""
 
-    def __init__(self, record: bool = False, per_call: Optional[PerCall] = None) -> None:
+    def __init__(self, record: bool = False, per_call: Optional[PerCall] = None,
+                 pairs: Optional[Pairs] = None) -> None:
         super().__init__()
         self.record = record
         self.per_call = per_call
+        self.pairs = pairs
         self.count = 0
         self.calls: list[tuple[torch.Tensor, bool, torch.Tensor, torch.Tensor]] = []
         # the last pairs made: (tensor, its version, the tables, the pairs)
@@ -131,6 +137,11 @@ class ExactTrig(TorchFunctionMode):
                     tables = per.tables[call] if call < len(per.tables) else None
                     pairs = self._pairs(angle, tables, lambda: per.pairs(call, angle))
                     exact = per.chosen(call, angle, pairs, cosine)
+                elif self.pairs is not None and (low := self.pairs.low(angle)) is not None:
+                    pairs = self._pairs(angle, low, lambda: _unit_pairs(angle, low))
+                    # (a low part beyond 1, or NaN: not a rounding error; the own value)
+                    inside = torch.where(low.abs() <= 1, angle, torch.inf)
+                    exact = _chosen(pairs, inside, angle, cosine, UNIT.limit - 1)
                 else:
                     pairs = self._pairs(angle, UNIT, lambda: _unit_pairs(angle))
                     exact = _chosen(pairs, angle, angle, cosine, UNIT.limit)
@@ -138,6 +149,8 @@ class ExactTrig(TorchFunctionMode):
             if self.record:
                 self.calls.append((angle, cosine, exact, func(*args)))
             return exact
+        if self.pairs is not None:
+            return self.pairs.follow(func, args, kwargs or {})
         return func(*args, **(kwargs or {}))
 
 
