@@ -104,17 +104,34 @@ def test_exact_trig_rounds_the_exact_value_once(dtype):
         assert torch.equal(got[~inside].nan_to_num(), own.nan_to_num())
 
 
-def test_code_that_forms_its_angles_is_not_inline():
-    """A position times a frequency (the columns' form) is formed here: never inline."""
-    freq = torch.tensor([1.0, 0.01])
+def test_code_that_forms_its_angles_takes_them_exact():
+    """A position times a frequency formed here: from an input, inline with that
+    arithmetic carried exactly (each cosine and sine that of the angle in double); from
+    values the code makes itself, never inline (its run in double forms them)."""
+    freq = torch.tensor([1.0, 0.0123])
+    seen = {}
 
     def scaled(x, t):  # reads x's values too: no columns form, no shapes-alone key
         angle = t[:, None] * freq
-        return x * torch.cat([angle.cos(), angle.sin()], -1)
+        seen["cos"] = angle.cos()
+        return x * torch.cat([seen["cos"], angle.sin()], -1)
 
     call = ExactCall(scaled, scaled)
-    x, t = torch.rand(3, 4), torch.tensor([1.0, 7.5, 300.0])
+    x, t = torch.rand(3, 4), torch.tensor([1.0, 7.5, 12345.678])
     call(x, t)
+    assert call.checked and not call.failed and call.inline and call.followed == [1]
+    call(x, t)
+    exact = (t.double()[:, None] * freq.double()).cos()
+    assert float((seen["cos"].double() - exact).abs().max()) <= HALF_ULP
+    scaled(x, t)  # its own: the float32 product's rounding
+    assert float((seen["cos"].double() - exact).abs().max()) > 8 * HALF_ULP
+
+    def made_here(x):
+        angle = torch.arange(3.0)[:, None] * 7.3 * freq
+        return x * torch.cat([angle.cos(), angle.sin()], -1)
+
+    call = ExactCall(made_here, made_here)
+    call(x)
     assert call.checked and not call.failed and not call.inline
 
 

@@ -323,3 +323,30 @@ def test_a_patched_model_compiles_fullgraph_after_its_first_call(name):
         compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
         got = [compiled(**feed)[0] for feed in (inputs, later)]
     assert all(torch.equal(g, e) for g, e in zip(got, eager))
+
+
+def test_angles_moved_after_their_arithmetic_are_formed_again():
+    """LongCat-AudioDiT's rotary module concatenates ``outer(steps, inv_freq)`` with itself
+    before the cosine: the angles are formed again through the move (the product of
+    the model's float32 frequencies and the positions, in double), not taken as the
+    float32 products the concatenation holds."""
+    from diffusers.models.transformers.transformer_longcat_audio_dit import (
+        AudioDiTRotaryEmbedding,
+    )
+    from sinpe.torch.patching._exact import ExactCall
+
+    rope = AudioDiTRotaryEmbedding(64, max_position_embeddings=3000)
+    twin = AudioDiTRotaryEmbedding(64, max_position_embeddings=3000)  # (its own cache)
+    hidden = torch.zeros(1, 2500, 64)
+    call = ExactCall(rope.forward, twin.forward)
+    got = call(hidden)
+    assert call.checked and not call.failed and not call.by_value
+    inv_freq = 1.0 / (rope.base ** (torch.arange(0, 64, 2).float() / 64))  # (float32)
+    angle = torch.outer(torch.arange(2500, dtype=torch.float64), inv_freq.double())
+    angle = torch.cat((angle, angle), -1)
+    half_ulp = 2.0**-25 + 2.0**-30
+    with torch.no_grad():
+        own = rope(hidden)
+    for mine, theirs, exact in zip(got, own, (angle.cos(), angle.sin())):
+        assert float((mine.double() - exact).abs().max()) <= half_ulp
+        assert float((theirs.double() - exact).abs().max()) > 8 * half_ulp

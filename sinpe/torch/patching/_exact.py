@@ -246,8 +246,8 @@ class ExactCall:
         self.by_value = not _shapes_alone(self.own, args, kwargs, want)
         if self.by_value:
             got = self._learn(args, kwargs, got)
-            if self.columns is None and mode.as_given:
-                inline = self._learn_inline(args, kwargs, want)
+            if self.columns is None:
+                inline = self._learn_inline(args, kwargs, want, mode.as_given)
                 if inline is not None:
                     return inline
         self._keep(self._key(args, kwargs), got)
@@ -274,34 +274,39 @@ class ExactCall:
                              if isinstance(leaf, torch.Tensor)
                              and (followed is None or i in followed)])
 
-    def _learn_inline(self, args: tuple[Any, ...], kwargs: dict[str, Any], want: Any) -> Any:
+    def _learn_inline(self, args: tuple[Any, ...], kwargs: dict[str, Any], want: Any,
+                      as_given: bool) -> Any:
         """The outputs of the inline form (:mod:`._inline`), which serves every later call,
         if each cos and sin it gives is within the rounding of the code's own and the
-        outputs are laid out as ``want``; else None.  Where the angles come from float32
-        tables of position times frequency (:mod:`._position_tables`), those are formed
-        again exactly, if the outputs are then within the rounding of the code's own."""
+        outputs are laid out as ``want``; else None.  Where the angles are formed from
+        the inputs' float32 values, that arithmetic is carried exactly (:mod:`._pairs`);
+        where they come from float32 tables of position times frequency
+        (:mod:`._position_tables`), those are formed again exactly, if the outputs are
+        then within the rounding of the code's own.  Otherwise the inline form takes the
+        angles as given: only where the code's run in double would too (``as_given``)."""
         out, mode = self._followed(args, kwargs, want)
         if mode is None or _inline.differs(mode.calls) or not _same_layout(out, want):
             return None
-        self.inline = True
         if self.followed:  # angles formed from the inputs: exact, no buffers to swap
+            self.inline = True
             return out
         tables = _position_tables.angle_tables(getattr(self.own, "__self__", None))
-        if not tables:
-            return out
-        form = _position_tables.learn(self.own, args, kwargs, tables,
-                                      [(angle, cosine) for angle, cosine, _, _ in mode.calls])
-        if form is None:
-            return out
-        try:
-            exact = form.run(self.own, args, kwargs)
-        except Exception:
-            return out
-        angle = max(float(a.abs().max()) if a.numel() else 0.0 for a, _, _, _ in mode.calls)
-        if not _same_layout(exact, want) or _differs(exact, want, angle):
-            return out
-        self.tables = form
-        return exact
+        form = _position_tables.learn(self.own, args, kwargs, tables, [
+            (angle, cosine) for angle, cosine, _, _ in mode.calls]) if tables else None
+        if form is not None:
+            try:
+                exact = form.run(self.own, args, kwargs)
+            except Exception:
+                exact = None
+            angle = max(float(a.abs().max()) if a.numel() else 0.0 for a, _, _, _ in mode.calls)
+            if exact is not None and _same_layout(exact, want) and not _differs(
+                    exact, want, angle):
+                self.inline, self.tables = True, form
+                return exact
+        if not as_given:
+            return None
+        self.inline = True
+        return out
 
     def _followed(self, args: tuple[Any, ...], kwargs: dict[str, Any], want: Any
                   ) -> tuple[Any, Optional[_inline.ExactTrig]]:
@@ -380,7 +385,7 @@ class ExactCall:
         numbers = [] if positions is None else (
             [positions] if isinstance(positions, int) else positions)
         cpu_leaves = _pytree.tree_leaves((cpu_args, cpu_kwargs))
-        mode = ExactAngles([cpu_leaves[i] for i in numbers])
+        mode = ExactAngles([cpu_leaves[i] for i in numbers], layouts=True)
         with _cpu_branches(), torch.no_grad(), mode:
             out = self.cpu_call(*cpu_args, **cpu_kwargs)
         leaves, spec = _pytree.tree_flatten(out)

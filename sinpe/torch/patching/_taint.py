@@ -10,10 +10,12 @@ frequencies (float32 values where it computes them in float32, float64 where in
 float64) with the angles exact.  :class:`ExactAngles` runs the code as it is, and at
 each trigonometric call (``cos``, ``sin``, ``polar``, ``exp`` of an imaginary value)
 forms its angle again in double from its factors: the arithmetic that made the angle
-tensor (products, quotients, sums, negations) is recorded as it runs, and the call's
-angle is recomputed in double down to the operands that have fewer elements than the
-angle (the broadcast factors: a frequency vector, a column of positions), whose values
-are the code's own.  Two float32 factors' product is exact in double (24 + 24 bits fit
+tensor (products, quotients, sums, negations; with ``layouts`` also the moves after
+them, which take each value once: transposes, reshapes, concatenations, slices, but
+not a lookup by index, which takes a table's values as they are) is recorded as it
+runs, and the call's angle is recomputed in double down to the operands that have
+fewer elements than the angle (the broadcast factors: a frequency vector, a column of
+positions), whose values are the code's own.  Two float32 factors' product is exact in double (24 + 24 bits fit
 in 53); anything further is rounded once in double.
 
 From a trigonometric result on, values are ``tainted``: an operation with a tainted
@@ -44,6 +46,15 @@ _ARITHMETIC = {torch.mul, torch.Tensor.mul, torch.Tensor.__mul__, torch.Tensor._
                torch.sub, torch.Tensor.sub, torch.Tensor.__sub__, torch.Tensor.__rsub__,
                torch.neg, torch.Tensor.neg, torch.Tensor.__neg__, torch.matmul,
                torch.Tensor.__matmul__}
+# operations that move an angle's values without computing or repeating them (with
+# ``layouts``): made again from their operands made again, each in its own shape
+_LAYOUTS = {torch.Tensor.unsqueeze, torch.unsqueeze, torch.Tensor.squeeze, torch.squeeze,
+            torch.Tensor.reshape, torch.reshape, torch.Tensor.view, torch.Tensor.flatten,
+            torch.flatten, torch.Tensor.transpose, torch.transpose, torch.Tensor.permute,
+            torch.permute, torch.Tensor.movedim, torch.movedim, torch.Tensor.swapaxes,
+            torch.swapaxes, torch.Tensor.contiguous, torch.Tensor.clone, torch.Tensor.t,
+            torch.Tensor.flip, torch.flip, torch.cat, torch.concat, torch.concatenate,
+            torch.stack, torch.Tensor.__getitem__}
 _REAL_ANGLES = {torch.cos, torch.sin, torch.Tensor.cos, torch.Tensor.sin}
 _NARROW_ANGLES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -56,12 +67,27 @@ def _wide(value: Any) -> Any:
     return value
 
 
+def _moves(func: Callable[..., Any], args: tuple[Any, ...], out: torch.Tensor) -> bool:
+    """Whether ``func`` moves its operands' values into ``out``, each once (no dtype
+    view, no tensor index: a lookup in a table is the table's values as they are)."""
+    if func not in _LAYOUTS:
+        return False
+    leaves = _pytree.tree_leaves(args)
+    if any(isinstance(a, torch.dtype) for a in leaves):
+        return False
+    if func is torch.Tensor.__getitem__:
+        return not any(isinstance(a, torch.Tensor) for a in leaves[1:])
+    moved = sum(a.numel() for a in leaves if isinstance(a, torch.Tensor))
+    return moved == out.numel()
+
+
 class ExactAngles(TorchFunctionMode):
     """The code's angles formed in double (module docstring); ``angle``: the largest
     angle given to a trigonometric call."""
 
-    def __init__(self, inputs: Iterable[torch.Tensor] = ()) -> None:
+    def __init__(self, inputs: Iterable[torch.Tensor] = (), layouts: bool = False) -> None:
         super().__init__()
+        self.layouts = layouts
         self._kept: list[Any] = []  # (ids stay unique while the mode runs)
         self._tainted: set[int] = set()
         self._made: dict[int, tuple[Callable[..., Any], Any, Any]] = {}
@@ -69,8 +95,9 @@ class ExactAngles(TorchFunctionMode):
             self._taint(tensor)
         self.angle = 0.0
         # whether every trigonometric call was cos or sin of a float32 (16-bit) angle
-        # taken as given, neither formed here (its arithmetic recorded) nor tainted:
-        # then its exact value is what :mod:`._inline` gives on any device
+        # taken as given, neither formed here by the arithmetic just before it (moves
+        # after it count as given) nor tainted: then the exact value of the code's own
+        # angle is what :mod:`._inline` gives on any device, without a host read
         self.as_given = True
 
     def _taint(self, tensor: torch.Tensor) -> None:
@@ -90,7 +117,8 @@ class ExactAngles(TorchFunctionMode):
             out = self._in_double(func, args, kwargs)
         else:
             out = func(*args, **kwargs)
-            if func in _ARITHMETIC and isinstance(out, torch.Tensor):
+            if isinstance(out, torch.Tensor) and (
+                    func in _ARITHMETIC or (self.layouts and _moves(func, args, out))):
                 self._kept.append(out)
                 self._made[id(out)] = (func, args, kwargs)
             return out
@@ -115,9 +143,11 @@ class ExactAngles(TorchFunctionMode):
 
     def _trigonometry(self, func: Callable[..., Any], args: tuple[Any, ...],
                       kwargs: dict[str, Any], angle: torch.Tensor) -> Any:
+        made = self._made.get(id(angle))
+        given = made is None or made[0] in _LAYOUTS  # (a move after arithmetic: given)
         self.as_given = self.as_given and (
-            func in _REAL_ANGLES and angle.dtype in _NARROW_ANGLES
-            and id(angle) not in self._made and not self.tainted(angle))
+            func in _REAL_ANGLES and angle.dtype in _NARROW_ANGLES and given
+            and not self.tainted(angle))
         exact = self._again(angle, angle.shape)
         args = list(args)
         if func is torch.polar:
@@ -138,6 +168,10 @@ class ExactAngles(TorchFunctionMode):
         if made is None or value.shape != shape or self.tainted(value):
             return _wide(value)
         func, args, kwargs = made
+        if func in _LAYOUTS:  # its values moved: each operand's again, in its own shape
+            moved = _pytree.tree_map(lambda a: self._again(a, a.shape) if isinstance(
+                a, torch.Tensor) else a, args)
+            return func(*_pytree.tree_map(_wide, moved), **kwargs)
         again = [self._again(a, shape) if isinstance(a, torch.Tensor) else a for a in args]
         widened = [_wide(a) if isinstance(a, torch.Tensor) else a for a in again]
         return func(*widened, **kwargs)
