@@ -350,3 +350,23 @@ def test_angles_moved_after_their_arithmetic_are_formed_again():
     for mine, theirs, exact in zip(got, own, (angle.cos(), angle.sin())):
         assert float((mine.double() - exact).abs().max()) <= half_ulp
         assert float((theirs.double() - exact).abs().max()) > 8 * half_ulp
+
+
+def test_an_angle_written_in_place_after_its_arithmetic_is_taken_as_written():
+    """Ideogram 4 copies one axis's table of angles and writes the other axes' columns
+    into the copy in place: the copy's values are what was written, not the arithmetic
+    that made what was copied."""
+    from sinpe.torch.patching._taint import ExactAngles
+
+    freq = torch.tensor([1.0, 0.5, 0.25])
+
+    def code(n):
+        pos = torch.arange(n, dtype=torch.float32)
+        first, second = pos[:, None] * freq, (pos[:, None] + 1000.0) * freq
+        mixed = first.clone()
+        mixed[:, 1] = second[:, 1]
+        return torch.cat((mixed, mixed), -1).cos()
+
+    with ExactAngles(layouts=True):
+        got = code(5)
+    assert float((got - code(5).double()).abs().max()) <= 2.0**-20

@@ -91,7 +91,7 @@ _KEPT = 4
 _kept: OrderedDict[tuple[bytes, float], AngleTables] = OrderedDict()
 _kept_lock = threading.Lock()
 # frequencies given as tensors on a device, read on the host once per tensor and version
-_read: "weakref.WeakKeyDictionary[torch.Tensor, tuple[int, NDArray[np.float64]]]" = (
+_read: "weakref.WeakKeyDictionary[torch.Tensor, tuple[Optional[int], NDArray[np.float64]]]" = (
     weakref.WeakKeyDictionary())
 
 

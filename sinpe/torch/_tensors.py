@@ -122,6 +122,16 @@ def _version(tensor: torch.Tensor) -> Optional[int]:
     return None if tensor.is_inference() else tensor._version
 
 
+_IN_PLACE = {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__"}
+
+
+def _writes_in_place(func: Callable[..., Any]) -> bool:
+    """Whether a torch function (as a ``__torch_function__`` mode sees it) writes its
+    first argument in place: ``add_``, ``copy_``, ``x[i] = v``, ``x += y``."""
+    name = getattr(func, "__name__", "")
+    return name in _IN_PLACE or (name.endswith("_") and not name.endswith("__"))
+
+
 def _device_path(tensor: torch.Tensor) -> bool:
     """Whether sinpe.torch serves ``tensor`` by device operations alone (no kernel call,
     no host read of its values, nothing copied per call): every device but the CPU,

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch.utils import _pytree
 
-from sinpe.torch._tensors import _version
+from sinpe.torch._tensors import _version, _writes_in_place
 
 _F32 = torch.float32
 Number = Union[torch.Tensor, float]
@@ -59,7 +59,6 @@ _MOVES = {torch.Tensor.__getitem__, torch.Tensor.chunk, torch.chunk, torch.Tenso
           torch.Tensor.clone, torch.clone, torch.Tensor.narrow, torch.narrow,
           torch.Tensor.select, torch.select, torch.Tensor.flip, torch.flip, torch.Tensor.t,
           torch.Tensor.detach, torch.Tensor.to, torch.Tensor.float, torch.Tensor.type}
-_IN_PLACE = {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__"}
 # the same, of a list of tensors
 _JOINS = {torch.stack, torch.cat, torch.concat, torch.concatenate}
 
@@ -69,14 +68,14 @@ def _split(x: Number) -> tuple[Number, Number]:
     float32 for a tensor; a float32 value given as a Python float, on the host."""
     if isinstance(x, float):
         mantissa, exponent = math.frexp(x)
-        high = math.ldexp(round(mantissa * 2.0**12), exponent - 12)
-        return high, x - high
+        top = math.ldexp(round(mantissa * 2.0**12), exponent - 12)
+        return top, x - top
     c = x * _SPLIT
     high = c - (c - x)
     return high, x - high
 
 
-def _product_error(a: torch.Tensor, b: Number, p: torch.Tensor) -> torch.Tensor:
+def _product_error(a: Number, b: Number, p: Any) -> Any:
     """Dekker: ``a * b - p`` exactly, ``p`` the float32 product ``a * b`` (the partial
     products of 12-bit halves are exact)."""
     ah, al = _split(a)
@@ -84,7 +83,7 @@ def _product_error(a: torch.Tensor, b: Number, p: torch.Tensor) -> torch.Tensor:
     return ((ah * bh - p) + ah * bl + al * bh) + al * bl
 
 
-def _sum_error(a: Number, b: Number, s: torch.Tensor) -> torch.Tensor:
+def _sum_error(a: Number, b: Number, s: Any) -> Any:
     """Knuth: ``a + b - s`` exactly, ``s`` the float32 sum ``a + b``."""
     bb = s - a
     return (a - (s - bb)) + (b - bb)
@@ -134,8 +133,7 @@ class Pairs:
     def _written(self, func: Callable[..., Any], args: tuple[Any, ...]) -> None:
         """Forget what an in-place operation writes to (an inference tensor has no
         version to show it): every value kept in the same memory."""
-        name = getattr(func, "__name__", "")
-        if not (name in _IN_PLACE or (name.endswith("_") and not name.endswith("__"))):
+        if not _writes_in_place(func):
             return
         if not args or not isinstance(args[0], torch.Tensor):
             return

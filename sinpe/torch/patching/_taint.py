@@ -33,6 +33,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree
 
+from sinpe.torch._tensors import _writes_in_place
+
 _WIDER = {torch.float32: torch.float64, torch.float16: torch.float64,
           torch.bfloat16: torch.float64, torch.complex64: torch.complex128,
           torch.complex32: torch.complex128}
@@ -110,6 +112,8 @@ class ExactAngles(TorchFunctionMode):
     def __torch_function__(self, func: Callable[..., Any], types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        if _writes_in_place(func) and args and isinstance(args[0], torch.Tensor):
+            self._written(args[0])
         angle = self._angle(func, args)
         if angle is not None:
             out = self._trigonometry(func, args, kwargs, angle)
@@ -126,6 +130,14 @@ class ExactAngles(TorchFunctionMode):
             if isinstance(leaf, torch.Tensor):
                 self._taint(leaf)
         return out
+
+    def _written(self, tensor: torch.Tensor) -> None:
+        """Forget how the values in ``tensor``'s memory were made: an in-place write
+        (``x[i] = y``) changes them after (its values are then its own)."""
+        memory = tensor.untyped_storage().data_ptr()
+        for kept in self._kept:
+            if id(kept) in self._made and kept.untyped_storage().data_ptr() == memory:
+                del self._made[id(kept)]
 
     # -- trigonometric calls: the angle again in double
 
