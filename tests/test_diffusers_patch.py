@@ -370,3 +370,34 @@ def test_an_angle_written_in_place_after_its_arithmetic_is_taken_as_written():
     with ExactAngles(layouts=True):
         got = code(5)
     assert float((got - code(5).double()).abs().max()) <= 2.0**-20
+
+
+def test_angles_looked_up_in_a_table_made_in_the_forward_are_formed_again():
+    """CogView4's rotary module makes ``outer(arange(256), inv_freq)`` tables in its
+    forward, looks rows up by index, expands and concatenates them before the cosine:
+    the rows are those of the table formed again, in double."""
+    from torch.overrides import TorchFunctionMode
+
+    from diffusers.models.transformers.transformer_cogview4 import CogView4RotaryPosEmbed
+    from sinpe.torch.patching._exact import ExactCall
+
+    class OuterInDouble(TorchFunctionMode):  # the module's own code, its tables in double
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func is torch.outer:
+                args = tuple(a.double() for a in args)
+            return func(*args, **(kwargs or {}))
+
+    rope = CogView4RotaryPosEmbed(dim=64, patch_size=2, rope_axes_dim=(256, 256))
+    hidden = torch.zeros(1, 4, 96, 80)
+    call = ExactCall(rope.forward, rope.forward)
+    got = call(hidden)
+    assert call.checked and not call.failed and not call.by_value
+    with torch.no_grad(), OuterInDouble():
+        exact = rope(hidden)
+    with torch.no_grad():
+        own = rope(hidden)
+    half_ulp = 2.0**-25 + 2.0**-30
+    for mine, theirs, want in zip(got, own, exact):
+        assert want.dtype == torch.float64
+        assert float((mine.double() - want).abs().max()) <= half_ulp
+        assert float((theirs.double() - want).abs().max()) > 8 * half_ulp

@@ -11,9 +11,9 @@ float64) with the angles exact.  :class:`ExactAngles` runs the code as it is, an
 each trigonometric call (``cos``, ``sin``, ``polar``, ``exp`` of an imaginary value)
 forms its angle again in double from its factors: the arithmetic that made the angle
 tensor (products, quotients, sums, negations; with ``layouts`` also the moves after
-them, which take each value once: transposes, reshapes, concatenations, slices, but
-not a lookup by index, which takes a table's values as they are) is recorded as it
-runs, and the call's angle is recomputed in double down to the operands that have
+them that take each value once: transposes, reshapes, concatenations, slices, and
+those that repeat or look up by index rows of a table of angles made here, never a
+vector of frequencies) is recorded as it runs, and the call's angle is recomputed in double down to the operands that have
 fewer elements than the angle (the broadcast factors: a frequency vector, a column of
 positions), whose values are the code's own.  Two float32 factors' product is exact in double (24 + 24 bits fit
 in 53); anything further is rounded once in double.
@@ -56,7 +56,13 @@ _LAYOUTS = {torch.Tensor.unsqueeze, torch.unsqueeze, torch.Tensor.squeeze, torch
             torch.permute, torch.Tensor.movedim, torch.movedim, torch.Tensor.swapaxes,
             torch.swapaxes, torch.Tensor.contiguous, torch.Tensor.clone, torch.Tensor.t,
             torch.Tensor.flip, torch.flip, torch.cat, torch.concat, torch.concatenate,
-            torch.stack, torch.Tensor.__getitem__}
+            torch.stack, torch.Tensor.__getitem__, torch.Tensor.expand,
+            torch.Tensor.expand_as, torch.Tensor.repeat, torch.Tensor.index_select,
+            torch.index_select}
+# of those, the ones that repeat values or look them up by index: only of a table of
+# angles made here (a frequency vector expanded to the angles' shape stays a factor)
+_REPEATS = {torch.Tensor.expand, torch.Tensor.expand_as, torch.Tensor.repeat,
+            torch.Tensor.index_select, torch.index_select}
 _REAL_ANGLES = {torch.cos, torch.sin, torch.Tensor.cos, torch.Tensor.sin}
 _NARROW_ANGLES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -67,20 +73,6 @@ def _wide(value: Any) -> Any:
     if isinstance(value, torch.Tensor) and value.dtype in _WIDER:
         return value.to(_WIDER[value.dtype])
     return value
-
-
-def _moves(func: Callable[..., Any], args: tuple[Any, ...], out: torch.Tensor) -> bool:
-    """Whether ``func`` moves its operands' values into ``out``, each once (no dtype
-    view, no tensor index: a lookup in a table is the table's values as they are)."""
-    if func not in _LAYOUTS:
-        return False
-    leaves = _pytree.tree_leaves(args)
-    if any(isinstance(a, torch.dtype) for a in leaves):
-        return False
-    if func is torch.Tensor.__getitem__:
-        return not any(isinstance(a, torch.Tensor) for a in leaves[1:])
-    moved = sum(a.numel() for a in leaves if isinstance(a, torch.Tensor))
-    return moved == out.numel()
 
 
 class ExactAngles(TorchFunctionMode):
@@ -122,7 +114,7 @@ class ExactAngles(TorchFunctionMode):
         else:
             out = func(*args, **kwargs)
             if isinstance(out, torch.Tensor) and (
-                    func in _ARITHMETIC or (self.layouts and _moves(func, args, out))):
+                    func in _ARITHMETIC or (self.layouts and self._moves(func, args, out))):
                 self._kept.append(out)
                 self._made[id(out)] = (func, args, kwargs)
             return out
@@ -138,6 +130,35 @@ class ExactAngles(TorchFunctionMode):
         for kept in self._kept:
             if id(kept) in self._made and kept.untyped_storage().data_ptr() == memory:
                 del self._made[id(kept)]
+
+    def _moves(self, func: Callable[..., Any], args: tuple[Any, ...],
+               out: torch.Tensor) -> bool:
+        """Whether ``func`` moves angles into ``out``: each value once (no dtype view), or
+        repeated or looked up by index from a table of angles made here."""
+        if func not in _LAYOUTS:
+            return False
+        leaves = _pytree.tree_leaves(args)
+        if any(isinstance(a, torch.dtype) for a in leaves):
+            return False
+        indexed = func is torch.Tensor.__getitem__ and any(
+            isinstance(a, torch.Tensor) for a in leaves[1:])
+        if func in _REPEATS or indexed:
+            return self._table(args[0])
+        if func is torch.Tensor.__getitem__:  # a slice
+            return True
+        return sum(a.numel() for a in leaves if isinstance(a, torch.Tensor)) == out.numel()
+
+    def _table(self, value: Any) -> bool:
+        """Whether ``value`` is a table of angles made here: the product of factors that
+        each have fewer elements (an outer product of positions and frequencies), or a
+        move of such tables; not a vector of frequencies made from another."""
+        made = self._made.get(id(value)) if isinstance(value, torch.Tensor) else None
+        if made is None:
+            return False
+        tensors = [a for a in _pytree.tree_leaves(made[1]) if isinstance(a, torch.Tensor)]
+        if made[0] in _LAYOUTS:
+            return bool(tensors) and self._table(tensors[0])
+        return bool(tensors) and all(t.numel() < value.numel() for t in tensors)
 
     # -- trigonometric calls: the angle again in double
 
