@@ -323,6 +323,9 @@ class ExactCall:
         except Exception:
             out = None
         used = sorted(pairs.used) if pairs is not None else []
+        if not used and out is not None:  # no input reached an angle: the plain run's values
+            self.followed = []
+            return out, mode
         if used and out is not None:
             try:
                 exact = self._exact(args, kwargs, self._device(args, kwargs), positions=used)

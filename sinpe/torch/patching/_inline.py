@@ -14,8 +14,9 @@ the tables' range (``2**24`` radians) or not finite keeps the code's own value.
 Only cos and sin change: the angles stay what the code was given (float32 values, drift
 and all: the code that made them is not this one), or with ``pairs``
 (:class:`._pairs.Pairs`) what the code formed from its inputs plus the rounding error of
-that arithmetic, and everything else stays the model's own arithmetic.  :func:`differs` is the check: each value given is within the
-rounding of the code's own cos or sin of the same angle.
+that arithmetic, and everything else stays the model's own arithmetic.  :func:`differs`
+is the check: each value given is within the rounding of the code's own cos or sin of
+the same angle.
 """
 
 from typing import Any, Callable, Optional
