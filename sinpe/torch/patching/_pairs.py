@@ -161,19 +161,21 @@ class Pairs:
         entries = [self._entry(leaf) for leaf in leaves]
         if all(entry is None for entry in entries):
             return func(*args, **kwargs)
-        with torch.no_grad():
-            if func in _MOVES or func in _JOINS:
-                return self._moved(func, args, kwargs)
-            if not kwargs and len(args) == 2 and (func in _ADD | _SUB | _RSUB | _MUL
-                                                  | _DIV | _RDIV):
-                return self._arithmetic(func, args)
-            if func in _NEG and len(args) == 1 and not kwargs:
-                out = func(*args)
-                entry = self._entry(args[0])
-                assert entry is not None
+        # (the code's own operation gives each output, its gradient kept; the errors
+        # beside it are computed without one)
+        if func in _MOVES or func in _JOINS:
+            return self._moved(func, args, kwargs)
+        if not kwargs and len(args) == 2 and (func in _ADD | _SUB | _RSUB | _MUL
+                                              | _DIV | _RDIV):
+            return self._arithmetic(func, args)
+        if func in _NEG and len(args) == 1 and not kwargs:
+            out = func(*args)
+            entry = self._entry(args[0])
+            assert entry is not None
+            with torch.no_grad():
                 lo = None if entry[0] is None else -entry[0]
-                self._keep(out, lo, entry[1])
-                return out
+            self._keep(out, lo, entry[1])
+            return out
         return func(*args, **kwargs)
 
     def _moved(self, func: Callable[..., Any], args: tuple[Any, ...],
@@ -200,8 +202,9 @@ class Pairs:
 
         lows = None
         if not exact:
-            lows = _pytree.tree_leaves(func(*_pytree.tree_map(low_of, args),
-                                            **_pytree.tree_map(low_of, kwargs)))
+            with torch.no_grad():
+                lows = _pytree.tree_leaves(func(*_pytree.tree_map(low_of, args),
+                                                **_pytree.tree_map(low_of, kwargs)))
             if len(lows) != len(outs) or any(lo.shape != t.shape for lo, t in zip(lows, outs)):
                 return out
         for i, tensor in enumerate(outs):
@@ -226,37 +229,35 @@ class Pairs:
         return None
 
     def _arithmetic(self, func: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        out = func(*args)  # the code's own (float32 sums, products, quotients: rounded once)
         a, b = (self._operand(x) for x in args)
-        if a is None or b is None:
-            return func(*args)
+        if a is None or b is None or not isinstance(out, torch.Tensor) or out.dtype is not _F32:
+            return out
         if func in _RSUB or func in _RDIV:  # b - a, b / a
             a, b = b, a
-        (ah, al, sa), (bh, bl, sb) = a, b  # (one of them a tensor: the results are)
-        if func in _ADD or func in _SUB or func in _RSUB:
-            if func not in _ADD:
-                bh, bl = -bh, (None if bl is None else -bl)
-            hi = ah + bh
-            lo = _sum_error(ah, bh, hi)
-            for rest in (al, bl):
-                if rest is not None:
-                    lo = lo + rest
-        elif func in _MUL:
-            hi = ah * bh
-            lo = _product_error(ah, bh, hi)
-            if al is not None:
-                lo = lo + al * bh
-            if bl is not None:
-                lo = lo + ah * bl
-        else:  # a quotient: q + (a - q b) / b, the remainder exact
-            hi = ah / bh
-            p = hi * bh
-            remainder = (ah - p) - _product_error(hi, bh, p)
-            if al is not None:
-                remainder = remainder + al
-            if bl is not None:
-                remainder = remainder - hi * bl
-            lo = remainder / bh
-        if not isinstance(hi, torch.Tensor) or hi.dtype is not _F32:
-            return func(*args)
-        self._keep(hi, lo, sa | sb)
-        return hi
+        (ah, al, sa), (bh, bl, sb) = a, b
+        with torch.no_grad():
+            hi = out.detach()
+            if func in _ADD or func in _SUB or func in _RSUB:
+                if func not in _ADD:
+                    bh, bl = -bh, (None if bl is None else -bl)
+                lo = _sum_error(ah, bh, hi)
+                for rest in (al, bl):
+                    if rest is not None:
+                        lo = lo + rest
+            elif func in _MUL:
+                lo = _product_error(ah, bh, hi)
+                if al is not None:
+                    lo = lo + al * bh
+                if bl is not None:
+                    lo = lo + ah * bl
+            else:  # a quotient: q + (a - q b) / b, the remainder exact whatever q is
+                p = hi * bh
+                remainder = (ah - p) - _product_error(hi, bh, p)
+                if al is not None:
+                    remainder = remainder + al
+                if bl is not None:
+                    remainder = remainder - hi * bl
+                lo = remainder / bh
+        self._keep(out, lo, sa | sb)
+        return out
