@@ -46,6 +46,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -103,6 +104,7 @@ OPTIONAL = {
     "nbclient": "nbclient",
     "nbformat": "nbformat",
     "ipykernel": "ipykernel",
+    "scipy": "scipy",
 }
 
 
@@ -159,12 +161,21 @@ def require(name: str, who: str | None = None):
     if name == "torch" and os.environ.get("CI", "").lower() != "true":
         pytest.skip(f"torch is not installed (pip install torch==2.13.0){whom}",
                     allow_module_level=True)
-    install = "torch==2.13.0" if name == "torch" else '".[test]"'
+    install = "torch==2.13.0" if name == "torch" else f'".[{_extra_of(name)}]"'
     pytest.fail(
         f"{name} cannot be imported (no module {module!r}){' and CI=true' if name == 'torch' else ''}: "
         f"`pip install {install}`, or name it in SINPE_TEST_WITHOUT for a run that cannot install it",
         pytrace=False,
     )
+
+
+def _extra_of(name: str) -> str:
+    """The extra of pyproject.toml that requires `name` (test, when none names it)."""
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    for extra, requirements in re.findall(r"^(\w+) = \[(.*?)\]", text, re.M | re.S):
+        if re.search(rf'"{re.escape(name)}\b', requirements):
+            return extra
+    return "test"
 
 
 def _installed(module: str) -> bool:

@@ -32,6 +32,7 @@ from reference.batteries import PATHS, on_path, run_all
 
 require_torch()
 require("diffusers")
+require("scipy", "the models page: generated with the families extra installed")
 import dtiny  # noqa: E402
 from diffusers_table import TABLE, render  # noqa: E402
 

@@ -33,6 +33,7 @@ from reference.batteries import PATHS, on_path, run_all
 
 require_torch()
 require("transformers")
+require("scipy", "the families page: transformers builds EoMT-DINOv3 only with it")
 import tiny  # noqa: E402
 from families_table import TABLE, render  # noqa: E402
 
