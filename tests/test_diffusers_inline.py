@@ -7,7 +7,10 @@ AutoencoderSAME: no columns form, the hidden states' values change at every step
   (against cos and sin in double, rounded to float32: nothing of sinpe);
 - the kernel path and the device path (run here on the CPU) give the same bits, and the
   device path reads nothing on the host;
-- code that forms its angles itself (a position times a frequency) never takes it;
+- code that forms its angles itself (a position times a frequency) takes it with that
+  arithmetic carried exactly where it starts from an input or from a range the code makes
+  (AutoencoderSAME's ``cat(outer(arange(n), inv_freq))``: each cos and sin within half an
+  ulp of the module's code run in double), never from values it cannot follow;
 - where the angles come from the module's float32 buffers (Kandinsky 6's tables of
   position times frequency, Helios's vectors of frequencies times a grid), they are formed
   again: each value within half an ulp of the module's own code run with those buffers
@@ -77,11 +80,14 @@ def test_an_inline_rotation_is_served_on_its_device_with_exact_cos_and_sin(name,
             calls.append(self)
         monkeypatch.setattr(_inline.ExactTrig, "__init__", recording)
         outputs(model, info["inputs"], True, monkeypatch)
-    values = [call for mode in calls for call in mode.calls]
+    values = [(call, mode.pairs) for mode in calls for call in mode.calls]
     assert values
-    for angle, cosine, exact, _ in values:
+    for (angle, cosine, exact, _), pairs in values:
         assert exact.dtype == angle.dtype == torch.float32
-        double = angle.double().cos() if cosine else angle.double().sin()
+        # (an angle the code formed from a range it makes: with its arithmetic's error)
+        low = None if pairs is None else pairs.low(angle)
+        wide = angle.double() if low is None else angle.double() + low.double()
+        double = wide.cos() if cosine else wide.sin()
         assert float((exact.double() - double).abs().max()) <= HALF_ULP
 
 
@@ -105,9 +111,10 @@ def test_exact_trig_rounds_the_exact_value_once(dtype):
 
 
 def test_code_that_forms_its_angles_takes_them_exact():
-    """A position times a frequency formed here: from an input, inline with that
-    arithmetic carried exactly (each cosine and sine that of the angle in double); from
-    values the code makes itself, never inline (its run in double forms them)."""
+    """A position times a frequency formed here: from an input or from a range the code
+    makes, inline with that arithmetic carried exactly (each cosine and sine that of the
+    angle in double); from values it cannot follow (``linspace``'s), never inline (its
+    run in double forms them)."""
     freq = torch.tensor([1.0, 0.0123])
     seen = {}
 
@@ -126,11 +133,26 @@ def test_code_that_forms_its_angles_takes_them_exact():
     scaled(x, t)  # its own: the float32 product's rounding
     assert float((seen["cos"].double() - exact).abs().max()) > 8 * HALF_ULP
 
-    def made_here(x):
-        angle = torch.arange(3.0)[:, None] * 7.3 * freq
-        return x * torch.cat([angle.cos(), angle.sin()], -1)
+    def made_here(x):  # (positions scaled element by element: factors as the code makes them)
+        angle = torch.arange(1000.0, 1003.0)[:, None] * 7.3 * freq
+        seen["cos"] = angle.cos()
+        return x * torch.cat([seen["cos"], angle.sin()], -1)
 
     call = ExactCall(made_here, made_here)
+    call(x)
+    assert call.checked and not call.failed and call.inline and call.follows_made
+    assert call.followed == []
+    call(x)
+    exact = ((torch.arange(1000.0, 1003.0) * 7.3).double()[:, None] * freq.double()).cos()
+    assert float((seen["cos"].double() - exact).abs().max()) <= HALF_ULP
+    made_here(x)
+    assert float((seen["cos"].double() - exact).abs().max()) > 8 * HALF_ULP
+
+    def unfollowed(x):
+        angle = torch.linspace(0, 2000, 3)[:, None] * 7.3 * freq
+        return x * torch.cat([angle.cos(), angle.sin()], -1)
+
+    call = ExactCall(unfollowed, unfollowed)
     call(x)
     assert call.checked and not call.failed and not call.inline
 
@@ -278,12 +300,47 @@ def test_angles_formed_from_float32_coordinates_are_exact(modality, rope_type, m
         assert float((theirs.double() - want).abs().max()) > 8 * HALF_ULP
 
 
+def test_angles_a_processor_forms_from_a_range_are_exact(monkeypatch):
+    """AutoencoderSAME's attention processor forms ``cat(outer(arange(n), inv_freq))`` in
+    every call and rotates with it (its attention after the cosines runs in float32): each
+    cos and sin it then takes is within half an ulp of that angle in double (the module's
+    float32 frequencies), where its own are not; both paths the same bits, no host read."""
+    from diffusers.models.autoencoders.autoencoder_same import SAMEAttention
+
+    torch.manual_seed(0)
+    attn = SAMEAttention(dim=64, dim_heads=32, use_differential=False)
+    torch.nn.init.normal_(attn.to_out.weight)  # (zero-initialised: outputs would be 0)
+    processor = attn.processor
+    hidden = torch.randn(1, 300, 64)
+    call = ExactCall(processor, processor)
+    call(attn, hidden)
+    assert call.checked and not call.failed and call.inline and call.follows_made
+    modes = []
+    original = _inline.ExactTrig.__init__
+
+    def recording(self, record=False, per_call=None, pairs=None):
+        original(self, True, per_call, pairs)
+        modes.append(self)
+    monkeypatch.setattr(_inline.ExactTrig, "__init__", recording)
+    on_both_paths(call, (attn, hidden), monkeypatch)
+    table = torch.arange(300, dtype=torch.float64)[:, None] * attn.rope.inv_freq.double()
+    angle = torch.cat([table, table], -1).unsqueeze(1)  # (positions, 1, rotated channels)
+    calls = [c for mode in modes for c in mode.calls]
+    assert len(calls) == 8  # cos and sin of the queries' and the keys' rotation, each path
+    for given, cosine, exact, own in calls:
+        want = angle.cos() if cosine else angle.sin()
+        assert exact.shape == want.shape
+        assert float((exact.double() - want).abs().max()) <= HALF_ULP
+        assert float((own.double() - want).abs().max()) > 8 * HALF_ULP
+
+
 def test_float32_arithmetic_is_carried_to_far_below_its_rounding():
     """Sums, differences, products and quotients of followed values, with each other,
     with float32 tensors and with Python numbers (taken in double), through reshapes,
-    stacks and slices: hi + lo within 2**-40 (relative) of the same code in double, where
-    float32 is off by more than 2**-26; a value written in place is no longer followed."""
-    from sinpe.torch.patching._pairs import Pairs
+    stacks and slices, and of ranges spread into tables: hi + lo within 2**-40 (relative)
+    of the same code in double, where float32 is off by more than 2**-26; a value written
+    in place is no longer followed."""
+    from sinpe.torch.patching._pairs import MADE, Pairs
 
     torch.manual_seed(1)
     x = torch.rand(500) * 200 - 100
@@ -300,6 +357,21 @@ def test_float32_arithmetic_is_carried_to_far_below_its_rounding():
         low = pairs.low(out)
         want = code(x.double(), y.double())
         assert low is not None and pairs.used == {0, 1}
+        carried = (out.double() + low.double() - want).abs() / want.abs()
+        plain = (out.double() - want).abs() / want.abs()
+        assert float(carried.max()) <= 2.0**-40 < 2.0**-26 < float(plain.max())
+    # a range the code makes: spread into a table by an outer or broadcast product,
+    # followed; scaled element by element (a frequency, a position), taken as made
+    pairs = Pairs([], made=True)
+    with _inline.ExactTrig(pairs=pairs):
+        t = torch.arange(5000, 5500, dtype=torch.float32)
+        scaled = t * math.pi
+        tables = [torch.outer(t, y), t[:, None] * y, scaled[:, None] * y]
+    assert pairs.low(scaled) is None
+    for out, factor in zip(tables, (t, t, scaled)):
+        low = pairs.low(out)
+        want = factor.double()[:, None] * y.double()
+        assert low is not None and pairs.used == {MADE}
         carried = (out.double() + low.double() - want).abs() / want.abs()
         plain = (out.double() - want).abs() / want.abs()
         assert float(carried.max()) <= 2.0**-40 < 2.0**-26 < float(plain.max())

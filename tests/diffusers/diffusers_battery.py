@@ -176,7 +176,7 @@ def _forms(model: torch.nn.Module) -> dict[str, list[str]]:
                 found["columns"].append(where)
             elif call.inline:
                 form = ("tables" if call.tables is not None else
-                        "formed" if call.followed else "inline")
+                        "formed" if call.followed or call.follows_made else "inline")
                 found[form].append(where)
     return found
 

@@ -163,8 +163,10 @@ class ExactCall:
         self.inline = False
         # with float32 tables of angles looked up by position, formed again exactly
         self.tables: Optional[_position_tables.PositionTables] = None
-        # the inputs (leaf numbers) whose arithmetic forms its angles, carried exactly
+        # the inputs (leaf numbers) whose arithmetic forms its angles, carried exactly;
+        # ``follows_made``: the same of the ranges its code makes (``_pairs.MADE``)
         self.followed: list[int] = []
+        self.follows_made = False
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if torch.compiler.is_compiling():
@@ -259,20 +261,22 @@ class ExactCall:
                 return self.tables.run(self.own, args, kwargs)
             except _inline.Unlearned:
                 pass  # another branch of the code than the one learned: its own angles
-        with _inline.ExactTrig(pairs=self._follow(args, kwargs, self.followed)):
+        pairs = self._follow(args, kwargs, self.followed, self.follows_made)
+        with _inline.ExactTrig(pairs=pairs):
             return self.own(*args, **kwargs)
 
     @staticmethod
     def _follow(args: tuple[Any, ...], kwargs: dict[str, Any],
-               followed: Optional[list[int]]) -> Optional[_pairs.Pairs]:
-        """The inputs ``followed`` (leaf numbers; None: every one) carried exactly through
-        the arithmetic that forms the angles from them (:mod:`._pairs`)."""
-        if followed == []:
+                followed: Optional[list[int]], made: bool) -> Optional[_pairs.Pairs]:
+        """The inputs ``followed`` (leaf numbers; None: every one), and with ``made`` the
+        ranges the code makes, carried exactly through the arithmetic that forms the
+        angles from them (:mod:`._pairs`)."""
+        if followed == [] and not made:
             return None
         leaves = _pytree.tree_leaves((args, kwargs))
         return _pairs.Pairs([(i, leaf) for i, leaf in enumerate(leaves)
                              if isinstance(leaf, torch.Tensor)
-                             and (followed is None or i in followed)])
+                             and (followed is None or i in followed)], made=made)
 
     def _learn_inline(self, args: tuple[Any, ...], kwargs: dict[str, Any], want: Any,
                       as_given: bool) -> Any:
@@ -287,7 +291,7 @@ class ExactCall:
         out, mode = self._followed(args, kwargs, want)
         if mode is None or _inline.differs(mode.calls) or not _same_layout(out, want):
             return None
-        if self.followed:  # angles formed from the inputs: exact, no buffers to swap
+        if self.followed or self.follows_made:  # angles formed exactly: no buffers to swap
             self.inline = True
             return out
         tables = _position_tables.angle_tables(getattr(self.own, "__self__", None))
@@ -311,30 +315,33 @@ class ExactCall:
     def _followed(self, args: tuple[Any, ...], kwargs: dict[str, Any], want: Any
                   ) -> tuple[Any, Optional[_inline.ExactTrig]]:
         """The inline form's outputs and its recording mode (None: the code fails under
-        it), the angles it forms from its inputs carried exactly (:mod:`._pairs`) if that
-        gives the exact outputs (those of its code with those inputs' values taken in
-        double, :class:`ExactAngles`) to within the two roundings' difference; else
-        without, ``followed`` then empty."""
-        pairs = self._follow(args, kwargs, None)
+        it), the angles it forms from its inputs and the ranges it makes carried exactly
+        (:mod:`._pairs`) if that gives the exact outputs (those of its code with those
+        inputs' values taken in double, :class:`ExactAngles`) to within the two
+        roundings' difference, or each cosine and sine to within it (a processor's
+        attention after them runs in float32); else without, ``followed`` then empty."""
+        pairs = self._follow(args, kwargs, None, True)
+        assert pairs is not None
         mode = _inline.ExactTrig(record=True, pairs=pairs)
         try:
             with mode:
                 out = self.own(*args, **kwargs)
         except Exception:
             out = None
-        used = sorted(pairs.used) if pairs is not None else []
-        if not used and out is not None:  # no input reached an angle: the plain run's values
-            self.followed = []
+        used = sorted(pairs.used - {_pairs.MADE})
+        self.followed, self.follows_made = [], False
+        if not pairs.used and out is not None:  # no angle formed: the plain run's values
             return out, mode
-        if used and out is not None:
+        if out is not None and _same_layout(out, want):
             try:
-                exact = self._exact(args, kwargs, self._device(args, kwargs), positions=used)
+                exact, angles = self._exact(args, kwargs, self._device(args, kwargs),
+                                            angle=True, positions=used)
             except Exception:
-                exact = None
-            if exact is not None and _same_layout(out, want) and _within_an_ulp(out, exact):
-                self.followed = used
+                exact = angles = None
+            if angles is not None and (_within_an_ulp(out, exact)
+                                       or _each_within_an_ulp(mode.calls, angles.trig)):
+                self.followed, self.follows_made = used, _pairs.MADE in pairs.used
                 return out, mode
-        self.followed = []
         mode = _inline.ExactTrig(record=True)
         try:
             with mode:
@@ -380,6 +387,8 @@ class ExactCall:
     def _exact(self, args: tuple[Any, ...], kwargs: dict[str, Any], device: torch.device,
                angle: bool = False, positions: Optional[Union[int, list[int]]] = None
                ) -> Any:
+        """The outputs in double, each rounded once (module docstring); with ``angle``
+        also the :class:`ExactAngles` that ran (its trigonometric results recorded)."""
         # (a module that reads its arguments' shapes alone gets zeros of their shapes on
         # the CPU: nothing is read or copied from the device)
         place = _on_cpu if self.by_value or not self.checked else _zeros_on_cpu
@@ -388,7 +397,7 @@ class ExactCall:
         numbers = [] if positions is None else (
             [positions] if isinstance(positions, int) else positions)
         cpu_leaves = _pytree.tree_leaves((cpu_args, cpu_kwargs))
-        mode = ExactAngles([cpu_leaves[i] for i in numbers], layouts=True)
+        mode = ExactAngles([cpu_leaves[i] for i in numbers], layouts=True, record=angle)
         with _cpu_branches(), torch.no_grad(), mode:
             out = self.cpu_call(*cpu_args, **cpu_kwargs)
         leaves, spec = _pytree.tree_flatten(out)
@@ -477,6 +486,17 @@ def _within_an_ulp(mine: Any, got: Any) -> bool:
             if not bool(((x.double() - y.double()).abs() <= ulp + 2.0**-29).all()):
                 return False
     return True
+
+
+def _each_within_an_ulp(calls: list[tuple[torch.Tensor, bool, torch.Tensor, torch.Tensor]],
+                        trig: list[torch.Tensor]) -> bool:
+    """Whether each cos and sin the inline form gave (``calls``: :class:`_inline.ExactTrig`'s
+    record) is within :func:`_within_an_ulp` of the same call's in double (``trig``:
+    :class:`ExactAngles`' record of the same code), rounded once."""
+    return len(calls) == len(trig) and all(
+        exact.shape == value.shape and _within_an_ulp(
+            exact.detach().cpu(), _round_once(value, exact.dtype))
+        for (_, _, exact, _), value in zip(calls, trig))
 
 
 def _same_layout(a: Any, b: Any) -> bool:

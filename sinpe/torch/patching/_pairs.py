@@ -18,7 +18,13 @@ the code computes: every float32 tensor derived from them by
 - reshaping, indexing, splitting, stacking, moving, casting to float32: ``lo`` moved
   alike,
 
-keeps its ``lo``; anything else (another dtype, another operation, an operand written
+keeps its ``lo``.  With ``made``, it also follows the integer ranges the code makes in
+float32 (``torch.arange``: exact integers; source :data:`MADE`): values made from them
+element by element are taken as the code makes them (frequencies, scaled positions:
+the factors of an angle, as :class:`._taint.ExactAngles` takes them), and the products
+that spread such factors into a table (``outer``, a broadcast product) are followed
+(AutoencoderSAME's processor forms ``cat(outer(arange(n), inv_freq))`` in every call).
+Anything else (another dtype, another operation, an operand written
 in place since) is taken as it is.  ``hi + lo`` is then the value the
 code stands for, within about ``2**-48`` of it relative to the operands: the angle in
 double, to far below the ``2**-30`` sinpe's angle tables promise.  Every step is
@@ -61,6 +67,11 @@ _MOVES = {torch.Tensor.__getitem__, torch.Tensor.chunk, torch.chunk, torch.Tenso
           torch.Tensor.detach, torch.Tensor.to, torch.Tensor.float, torch.Tensor.type}
 # the same, of a list of tensors
 _JOINS = {torch.stack, torch.cat, torch.concat, torch.concatenate}
+# products of every element of a vector with every element of another
+_OUTER = {torch.outer, torch.Tensor.outer, torch.ger, torch.Tensor.ger}
+# the source of the ranges the code makes (``made``), beside the inputs' numbers
+MADE = -1
+_EXACT_INTEGERS = 2**24  # float32 holds every integer up to it
 
 
 def _split(x: Number) -> tuple[Number, Number]:
@@ -105,11 +116,12 @@ class Pairs:
     by the tensor's identity and version; ``used``: the inputs (their numbers) that a
     value asked for by :meth:`low` derived from."""
 
-    def __init__(self, inputs: list[tuple[int, torch.Tensor]]) -> None:
+    def __init__(self, inputs: list[tuple[int, torch.Tensor]], made: bool = False) -> None:
         # id -> (the tensor, weakly: a value the code drops takes its lo with it; its
         # version; lo, or None for exactly the tensor; the inputs it derives from)
         self._lows = _Lows()
         self.used: set[int] = set()
+        self.made = made
         for number, tensor in inputs:
             if tensor.dtype is _F32:
                 self._keep(tensor, None, frozenset((number,)))
@@ -157,6 +169,8 @@ class Pairs:
         """``func(*args, **kwargs)`` as the code runs it, its outputs followed where an
         operand is."""
         self._written(func, args)
+        if self.made and func is torch.arange:
+            return self._range(args, kwargs)
         leaves = _pytree.tree_leaves((args, kwargs))
         entries = [self._entry(leaf) for leaf in leaves]
         if all(entry is None for entry in entries):
@@ -166,7 +180,7 @@ class Pairs:
         if func in _MOVES or func in _JOINS:
             return self._moved(func, args, kwargs)
         if not kwargs and len(args) == 2 and (func in _ADD | _SUB | _RSUB | _MUL
-                                              | _DIV | _RDIV):
+                                              | _DIV | _RDIV | _OUTER):
             return self._arithmetic(func, args)
         if func in _NEG and len(args) == 1 and not kwargs:
             out = func(*args)
@@ -177,6 +191,18 @@ class Pairs:
             self._keep(out, lo, entry[1])
             return out
         return func(*args, **kwargs)
+
+    def _range(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``torch.arange``'s float32 output, followed (exact, source :data:`MADE`) where
+        its ends and step are integers within float32's exact ones."""
+        out = torch.arange(*args, **kwargs)
+        bounds = [kwargs.get(name) for name in ("start", "end", "step")] + list(args)
+        if (out.dtype is _F32 and all(
+                isinstance(b, (int, float)) and not isinstance(b, bool)
+                and float(b).is_integer() and abs(b) <= _EXACT_INTEGERS
+                for b in bounds if b is not None)):
+            self._keep(out, None, frozenset((MADE,)))
+        return out
 
     def _moved(self, func: Callable[..., Any], args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> Any:
@@ -236,6 +262,20 @@ class Pairs:
         if func in _RSUB or func in _RDIV:  # b - a, b / a
             a, b = b, a
         (ah, al, sa), (bh, bl, sb) = a, b
+        tensors = [(x, rest) for x, rest in ((ah, al), (bh, bl)) if isinstance(x, torch.Tensor)]
+        if (sa | sb) == {MADE} and all(rest is None for _, rest in tensors) and (
+                out.numel() == max(x.numel() for x, _ in tensors)):
+            # values made from a range element by element (its frequencies, its
+            # positions scaled): taken as the code makes them, as ExactAngles takes the
+            # factors of an angle (a product that spreads them into a table is followed)
+            self._keep(out, None, sa | sb)
+            return out
+        if func in _OUTER:  # a[:, None] * b[None, :]
+            if not (isinstance(ah, torch.Tensor) and isinstance(bh, torch.Tensor)
+                    and ah.dim() == bh.dim() == 1):
+                return out
+            ah, al = ah[:, None], (None if al is None else al[:, None])
+            bh, bl = bh[None, :], (None if bl is None else bl[None, :])
         with torch.no_grad():
             hi = out.detach()
             if func in _ADD or func in _SUB or func in _RSUB:
@@ -245,7 +285,7 @@ class Pairs:
                 for rest in (al, bl):
                     if rest is not None:
                         lo = lo + rest
-            elif func in _MUL:
+            elif func in _MUL or func in _OUTER:
                 lo = _product_error(ah, bh, hi)
                 if al is not None:
                     lo = lo + al * bh

@@ -79,9 +79,14 @@ class ExactAngles(TorchFunctionMode):
     """The code's angles formed in double (module docstring); ``angle``: the largest
     angle given to a trigonometric call."""
 
-    def __init__(self, inputs: Iterable[torch.Tensor] = (), layouts: bool = False) -> None:
+    def __init__(self, inputs: Iterable[torch.Tensor] = (), layouts: bool = False,
+                 record: bool = False) -> None:
         super().__init__()
         self.layouts = layouts
+        # with ``record``: the double result of each cos and sin of a float32 (16-bit)
+        # angle, in order (what :mod:`._inline` gives, each rounded once)
+        self.record = record
+        self.trig: list[torch.Tensor] = []
         self._kept: list[Any] = []  # (ids stay unique while the mode runs)
         self._tainted: set[int] = set()
         self._made: dict[int, tuple[Callable[..., Any], Any, Any]] = {}
@@ -190,7 +195,10 @@ class ExactAngles(TorchFunctionMode):
         real = exact.imag if exact.is_complex() else exact
         if real.numel():
             self.angle = max(self.angle, float(real.detach().abs().max()))
-        return func(*args, **{k: _wide(v) for k, v in kwargs.items()})
+        out = func(*args, **{k: _wide(v) for k, v in kwargs.items()})
+        if self.record and func in _REAL_ANGLES and angle.dtype in _NARROW_ANGLES:
+            self.trig.append(out)
+        return out
 
     def _again(self, value: Any, shape: torch.Size) -> Any:
         """``value`` in double: made again by its recorded arithmetic where it has the
