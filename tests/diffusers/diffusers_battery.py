@@ -162,17 +162,21 @@ def _forms(model: torch.nn.Module) -> dict[str, list[str]]:
     """The patched modules (their names, as the handle's ``rotary`` gives them) whose
     stand-ins took the columns form or the inline form (with their tables of angles
     formed again: "tables"; with the angles formed from their inputs carried exactly:
-    "formed") at their first call."""
+    "formed") at their first call, and the angle sources checked ("source")."""
     from sinpe.torch.patching._exact import ExactCall
+    from sinpe.torch.patching._sources import AngleSource
 
-    found: dict[str, list[str]] = {"columns": [], "inline": [], "tables": [], "formed": []}
+    found: dict[str, list[str]] = {"columns": [], "inline": [], "tables": [], "formed": [],
+                                   "source": []}
     for name, module in model.named_modules():
         for attribute, value in vars(module).items():
             call = getattr(value, "call", None)
-            if not isinstance(call, ExactCall) or not call.checked:
+            if not isinstance(call, (ExactCall, AngleSource)) or not call.checked:
                 continue
             where = name if attribute == "forward" else f"{name}.{attribute}".strip(".")
-            if call.columns is not None:
+            if isinstance(call, AngleSource):
+                found["source"].append(where)
+            elif call.columns is not None:
                 found["columns"].append(where)
             elif call.inline:
                 form = ("tables" if call.tables is not None else

@@ -14,6 +14,10 @@ What is found (:mod:`sinpe.torch.patching._code` reads the code; no list of mode
   calls by a global name (``get_timestep_embedding`` in a model's forward,
   ``get_3d_rotary_pos_embed`` in CogVideoX's pipeline, which computes the model's RoPE
   itself);
+- **angle sources**: the model's parameterless leaf modules of diffusers whose code
+  makes a range and a table by a product (``outer``, ``einsum``), and takes no cosine:
+  Stable Audio 3's and Ernie-Image's rotary modules, whose angles the attention
+  processors take the cosine of (:mod:`sinpe.torch.patching._sources`);
 - the **apply functions** its attention calls (``apply_rotary_emb`` and the models'
   own), recognised by the forms of :mod:`sinpe.torch.patching` where one gives their
   bits, else listed as kept: they apply whatever tables they are given, sinpe's now.
@@ -42,13 +46,14 @@ from sinpe.torch.patching._exact import ExactCall
 from sinpe.torch.patching import _handle as handle
 from sinpe.torch.patching._handle import MethodSwap, Plan
 from sinpe.torch.patching._scoped import Entered, Scoped
+from sinpe.torch.patching._sources import AngleSource
 
 LIBRARY = "diffusers"
 # parameters a positional module may hold itself (learned frequencies, a Fourier
 # projection's weights): more is a layer, not a positional module
 OWN_PARAMETERS = 1 << 20
 EXACT = "exact, kept"  # the handle's word for these stand-ins' caches
-
+SOURCE = "angles and their errors"  # and for the angle sources
 
 def _of_library(obj: Any) -> bool:
     return (type(obj).__module__ or "").startswith(LIBRARY + ".")
@@ -103,6 +108,12 @@ def _model_plan(model: nn.Module) -> Plan:
         changes.methods.append(MethodSwap(name, module, "forward", call, EXACT))
         changes.deferred.append((what, call))
         changes.families.add(discover.family_of(type(module).__module__))
+    for name, module in angle_sources(model, positional):
+        handle.refuse_patched(module, name)
+        call = AngleSource(_own(module, "forward"),
+                           _own(copy.deepcopy(module).to("cpu"), "forward"))
+        changes.methods.append(MethodSwap(name, module, "forward", call, SOURCE))
+        changes.deferred.append((f"the angle source {name} ({type(module).__name__})", call))
     skip = {id(m) for _, m in positional}
     inner = [(name, m) for name, m in model.named_modules() if id(m) not in skip and not any(
         name.startswith(taken + ".") for taken, _ in positional if taken)]
@@ -194,6 +205,25 @@ def positional_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
                      for t in [*module.buffers(), *vars(module).values()])
         if (code.method_reaches_trigonometry(cls, "forward", LIBRARY)
                 or (tables and code.method_reaches_trigonometry(cls, "__init__", LIBRARY))):
+            found.append((name, module))
+    return found
+
+
+def angle_sources(model: nn.Module, positional: list[tuple[str, nn.Module]]
+                  ) -> list[tuple[str, nn.Module]]:
+    """The model's angle sources (module docstring), by name; none inside a positional
+    module (its stand-in runs it)."""
+    found = []
+    for name, module in model.named_modules():
+        if (not _of_library(module) or any(name.startswith(taken + ".") or name == taken
+                                           for taken, _ in positional)
+                or next(module.parameters(), None) is not None):
+            continue
+        forward = code.function_of(getattr(type(module), "forward", None), LIBRARY)
+        if forward is None:
+            continue
+        walked = code.reached(forward, type(module), LIBRARY)
+        if code.forms_tables(walked) and not code.calls_trigonometry(walked):
             found.append((name, module))
     return found
 

@@ -16,6 +16,8 @@ import types
 from typing import Any, Iterator, Optional
 
 TRIGONOMETRY = frozenset({"cos", "sin", "polar"})
+# products that spread vectors into a table (positions times frequencies)
+TABLE_PRODUCTS = frozenset({"outer", "ger", "einsum"})
 _IMPORT_NAME = dis.opmap["IMPORT_NAME"]
 
 
@@ -91,6 +93,13 @@ def reached(function: types.FunctionType, owner: Optional[type], library: str
 
 def calls_trigonometry(functions: set[types.FunctionType]) -> bool:
     return bool(TRIGONOMETRY & names(functions))
+
+
+def forms_tables(functions: set[types.FunctionType]) -> bool:
+    """Whether the walk makes a range (``arange``: positions, frequencies' exponents) and
+    reaches a product that spreads vectors into a table: positions times frequencies."""
+    read = names(functions)
+    return "arange" in read and bool(TABLE_PRODUCTS & read)
 
 
 def names(functions: set[types.FunctionType]) -> set[str]:

@@ -396,7 +396,14 @@ class ExactCall:
         # (``positions``: the leaves whose values every operation then takes in double)
         numbers = [] if positions is None else (
             [positions] if isinstance(positions, int) else positions)
-        cpu_leaves = _pytree.tree_leaves((cpu_args, cpu_kwargs))
+        cpu_leaves, tree = _pytree.tree_flatten((cpu_args, cpu_kwargs))
+        if numbers:
+            given = _pytree.tree_leaves((args, kwargs))
+            for i in numbers:  # angles a stand-in gave with their rounding errors: in double
+                lo = _pairs.given_low(given[i])
+                if lo is not None:
+                    cpu_leaves[i] = cpu_leaves[i].double() + lo.cpu().double()
+            cpu_args, cpu_kwargs = _pytree.tree_unflatten(cpu_leaves, tree)
         mode = ExactAngles([cpu_leaves[i] for i in numbers], layouts=True, record=angle)
         with _cpu_branches(), torch.no_grad(), mode:
             out = self.cpu_call(*cpu_args, **cpu_kwargs)

@@ -211,7 +211,10 @@ class Patch:
         precision"`` (its own code, every float32 value computed in float64: modules whose
         caches sinpe's rotary module does not make), ``"table"`` (sinpe's exact sin/cos
         table in the buffer), ``"exact, kept"`` (its own code with its angles formed in
-        double, outputs rounded once and kept per grid: diffusers' modules).
+        double, outputs rounded once and kept per grid: diffusers' modules), ``"angles
+        and their errors"`` (its own code and outputs, each with the rounding error of its
+        float32 arithmetic kept for the patched code it is given to: a diffusers module
+        that returns angles for attention processors to take the cosine of).
     functions : list of str
         The functions swapped (``module.name``): apply functions, for sinpe's kernel with
         the library's bits; a diffusers model's or pipeline's positional functions, exact

@@ -19,6 +19,7 @@ is the check: each value given is within the rounding of the code's own cos or s
 the same angle.
 """
 
+import threading
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -35,6 +36,13 @@ _SIN = {torch.sin, torch.Tensor.sin}
 _NARROW = (torch.float32, torch.float16, torch.bfloat16)
 # cos and sin of p * 1 for real p: the angle itself
 UNIT = AngleTables(np.ones(1))
+_RUNNING = threading.local()  # how many ExactTrig with pairs this thread is inside
+
+
+def following() -> bool:
+    """Whether this thread runs code under an :class:`ExactTrig` that follows values
+    (:mod:`._pairs`): code called inside is followed already."""
+    return getattr(_RUNNING, "depth", 0) > 0
 
 
 def exact_trig(angle: torch.Tensor, cosine: bool) -> torch.Tensor:
@@ -115,6 +123,16 @@ class ExactTrig(TorchFunctionMode):
         self.calls: list[tuple[torch.Tensor, bool, torch.Tensor, torch.Tensor]] = []
         # the last pairs made: (tensor, its version, the tables, the pairs)
         self._last: Optional[tuple[torch.Tensor, Optional[int], Any, torch.Tensor]] = None
+
+    def __enter__(self) -> "ExactTrig":
+        if self.pairs is not None:
+            _RUNNING.depth = getattr(_RUNNING, "depth", 0) + 1
+        return super().__enter__()  # type: ignore[no-any-return]
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.pairs is not None:
+            _RUNNING.depth -= 1
+        super().__exit__(*exc)
 
     def _pairs(self, angle: torch.Tensor, tables: Any, make: Callable[[], torch.Tensor]
                ) -> torch.Tensor:

@@ -10,15 +10,18 @@ form (:mod:`._inline`) gave the exact cosine of the float32 angle, drift and all
 :class:`Pairs` follows the inputs it is given through the code, without changing what
 the code computes: every float32 tensor derived from them by
 
-- sums, differences, products, quotients (with each other, with float32 tensors the
-  code made otherwise, which are taken as they are: the model's own frequencies, and
-  with Python numbers, taken in double), and negation: ``lo`` by the error-free
-  transformations (Knuth's TwoSum, Dekker's TwoProduct with Veltkamp's splitting, the
-  exact remainder of a quotient), the operands' own ``lo`` carried to first order;
+- sums, differences, products (``einsum`` too, where it sums over no index), quotients
+  (with each other, with float32 tensors the code made otherwise, which are taken as
+  they are: the model's own frequencies, and with Python numbers, taken in double), and
+  negation: ``lo`` by the error-free transformations (Knuth's TwoSum, Dekker's
+  TwoProduct with Veltkamp's splitting, the exact remainder of a quotient), the
+  operands' own ``lo`` carried to first order;
 - reshaping, indexing, splitting, stacking, moving, casting to float32: ``lo`` moved
   alike,
 
-keeps its ``lo``.  With ``made``, it also follows the integer ranges the code makes in
+keeps its ``lo``.  An input that a stand-in gave with its ``lo`` (:func:`remember`:
+angles a module returns for other code to take the cosine of, :mod:`._sources`) starts
+from it.  With ``made``, it also follows the integer ranges the code makes in
 float32 (``torch.arange``: exact integers; source :data:`MADE`): values made from them
 element by element are taken as the code makes them (frequencies, scaled positions:
 the factors of an angle, as :class:`._taint.ExactAngles` takes them), and the products
@@ -86,12 +89,64 @@ def _split(x: Number) -> tuple[Number, Number]:
     return high, x - high
 
 
-def _product_error(a: Number, b: Number, p: Any) -> Any:
+def _times(x: Any, y: Any) -> Any:
+    return x * y
+
+
+def _product_error(a: Number, b: Number, p: Any,
+                   times: Callable[[Any, Any], Any] = _times) -> Any:
     """Dekker: ``a * b - p`` exactly, ``p`` the float32 product ``a * b`` (the partial
-    products of 12-bit halves are exact)."""
+    products of 12-bit halves are exact); ``times``: the product (elementwise, or an
+    ``einsum`` that sums over no index)."""
     ah, al = _split(a)
     bh, bl = _split(b)
-    return ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return ((times(ah, bh) - p) + times(ah, bl) + times(al, bh)) + times(al, bl)
+
+
+def _products_only(equation: Any) -> bool:
+    """Whether an ``einsum`` equation of two operands sums over no index (every index of
+    its operands is in its output): each output value is one product."""
+    if not isinstance(equation, str) or "->" not in equation:
+        return False
+    inputs, output = equation.replace(" ", "").split("->")
+    operands = inputs.split(",")
+    return len(operands) == 2 and set(inputs.replace(",", "").replace(".", "")) <= set(output)
+
+
+# The angles stand-ins gave with their rounding errors (:mod:`._sources`: a module that
+# returns angles for other code to take the cosine of), by identity, each with a copy of
+# the values given: an element written since (in place, by any code, an inference tensor
+# included) loses its error.
+_GIVEN: dict[int, tuple["weakref.ref[torch.Tensor]", torch.Tensor, torch.Tensor]] = {}
+
+
+def _drop_given(key: int, held: Any) -> None:
+    entry = _GIVEN.get(key)
+    if entry is not None and entry[0] is held:
+        del _GIVEN[key]
+
+
+def remember(tensor: torch.Tensor, lo: torch.Tensor) -> None:
+    """Keeps ``lo`` (the rounding error of the float32 arithmetic that made ``tensor``)
+    for as long as ``tensor`` lives: :class:`Pairs` given ``tensor`` starts from it."""
+    key = id(tensor)
+    held = weakref.ref(tensor, functools.partial(_drop_given, key))
+    with torch.no_grad():
+        _GIVEN[key] = (held, tensor.detach().clone(), lo.detach())
+
+
+def given_low(tensor: Any) -> Optional[torch.Tensor]:
+    """The ``lo`` :func:`remember` kept for ``tensor`` (zero where its values changed
+    since), else None."""
+    entry = _GIVEN.get(id(tensor)) if isinstance(tensor, torch.Tensor) else None
+    if entry is None or entry[0]() is not tensor:
+        return None
+    _, values, lo = entry
+    if (values.shape, values.dtype, values.device) != (tensor.shape, tensor.dtype,
+                                                       tensor.device):
+        return None
+    with torch.no_grad():
+        return torch.where(tensor.detach() == values, lo, 0.0)
 
 
 def _sum_error(a: Number, b: Number, s: Any) -> Any:
@@ -124,7 +179,7 @@ class Pairs:
         self.made = made
         for number, tensor in inputs:
             if tensor.dtype is _F32:
-                self._keep(tensor, None, frozenset((number,)))
+                self._keep(tensor, given_low(tensor), frozenset((number,)))
 
     def _keep(self, tensor: torch.Tensor, lo: Optional[torch.Tensor],
               sources: frozenset[int]) -> None:
@@ -181,6 +236,8 @@ class Pairs:
             return self._moved(func, args, kwargs)
         if not kwargs and len(args) == 2 and (func in _ADD | _SUB | _RSUB | _MUL
                                               | _DIV | _RDIV | _OUTER):
+            return self._arithmetic(func, args)
+        if func is torch.einsum and not kwargs and len(args) == 3 and _products_only(args[0]):
             return self._arithmetic(func, args)
         if func in _NEG and len(args) == 1 and not kwargs:
             out = func(*args)
@@ -256,6 +313,12 @@ class Pairs:
 
     def _arithmetic(self, func: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         out = func(*args)  # the code's own (float32 sums, products, quotients: rounded once)
+        times = _times
+        if func is torch.einsum:
+            equation, args = args[0], args[1:]
+            times = functools.partial(torch.einsum, equation)
+            if not all(isinstance(x, torch.Tensor) for x in args):
+                return out
         a, b = (self._operand(x) for x in args)
         if a is None or b is None or not isinstance(out, torch.Tensor) or out.dtype is not _F32:
             return out
@@ -285,12 +348,12 @@ class Pairs:
                 for rest in (al, bl):
                     if rest is not None:
                         lo = lo + rest
-            elif func in _MUL or func in _OUTER:
-                lo = _product_error(ah, bh, hi)
+            elif func in _MUL or func in _OUTER or func is torch.einsum:
+                lo = _product_error(ah, bh, hi, times)
                 if al is not None:
-                    lo = lo + al * bh
+                    lo = lo + times(al, bh)
                 if bl is not None:
-                    lo = lo + ah * bl
+                    lo = lo + times(ah, bl)
             else:  # a quotient: q + (a - q b) / b, the remainder exact whatever q is
                 p = hi * bh
                 remainder = (ah - p) - _product_error(hi, bh, p)

@@ -84,7 +84,7 @@ class ExactAngles(TorchFunctionMode):
         super().__init__()
         self.layouts = layouts
         # with ``record``: the double result of each cos and sin of a float32 (16-bit)
-        # angle, in order (what :mod:`._inline` gives, each rounded once)
+        # or tainted angle, in order (what :mod:`._inline` gives, each rounded once)
         self.record = record
         self.trig: list[torch.Tensor] = []
         self._kept: list[Any] = []  # (ids stay unique while the mode runs)
@@ -165,6 +165,13 @@ class ExactAngles(TorchFunctionMode):
             return bool(tensors) and self._table(tensors[0])
         return bool(tensors) and all(t.numel() < value.numel() for t in tensors)
 
+    def again(self, value: Any) -> Any:
+        """A value the code made under this mode, in double: made again by the arithmetic
+        and moves recorded (an angle its code returns rather than takes the cosine of)."""
+        if not isinstance(value, torch.Tensor) or self.tainted(value):
+            return value
+        return self._again(value, value.shape)
+
     # -- trigonometric calls: the angle again in double
 
     @staticmethod
@@ -196,7 +203,8 @@ class ExactAngles(TorchFunctionMode):
         if real.numel():
             self.angle = max(self.angle, float(real.detach().abs().max()))
         out = func(*args, **{k: _wide(v) for k, v in kwargs.items()})
-        if self.record and func in _REAL_ANGLES and angle.dtype in _NARROW_ANGLES:
+        if self.record and func in _REAL_ANGLES and (angle.dtype in _NARROW_ANGLES
+                                                     or self.tainted(angle)):
             self.trig.append(out)
         return out
 
