@@ -133,7 +133,7 @@ def test_code_that_forms_its_angles_takes_them_exact():
     scaled(x, t)  # its own: the float32 product's rounding
     assert float((seen["cos"].double() - exact).abs().max()) > 8 * HALF_ULP
 
-    def made_here(x):  # (positions scaled element by element: factors as the code makes them)
+    def made_here(x):  # (a range scaled: positions, in double)
         angle = torch.arange(1000.0, 1003.0)[:, None] * 7.3 * freq
         seen["cos"] = angle.cos()
         return x * torch.cat([seen["cos"], angle.sin()], -1)
@@ -143,7 +143,7 @@ def test_code_that_forms_its_angles_takes_them_exact():
     assert call.checked and not call.failed and call.inline and call.follows_made
     assert call.followed == []
     call(x)
-    exact = ((torch.arange(1000.0, 1003.0) * 7.3).double()[:, None] * freq.double()).cos()
+    exact = ((torch.arange(1000.0, 1003.0).double() * 7.3)[:, None] * freq.double()).cos()
     assert float((seen["cos"].double() - exact).abs().max()) <= HALF_ULP
     made_here(x)
     assert float((seen["cos"].double() - exact).abs().max()) > 8 * HALF_ULP
@@ -360,17 +360,20 @@ def test_float32_arithmetic_is_carried_to_far_below_its_rounding():
         carried = (out.double() + low.double() - want).abs() / want.abs()
         plain = (out.double() - want).abs() / want.abs()
         assert float(carried.max()) <= 2.0**-40 < 2.0**-26 < float(plain.max())
-    # a range the code makes: spread into a table by an outer or broadcast product,
-    # followed; scaled element by element (a frequency, a position), taken as made
+    # a range the code makes (of floats, or integers cast), scaled and spread into a
+    # table; a power of it (frequencies) is the code's own
     pairs = Pairs([], made=True)
     with _inline.ExactTrig(pairs=pairs):
         t = torch.arange(5000, 5500, dtype=torch.float32)
-        scaled = t * math.pi
-        tables = [torch.outer(t, y), t[:, None] * y, scaled[:, None] * y]
-    assert pairs.low(scaled) is None
-    for out, factor in zip(tables, (t, t, scaled)):
+        n = torch.arange(5000, 5500)[:250].float()
+        powered = 10000 ** (t / 5500)
+        tables = [torch.outer(t, y), t[:, None] * y, (t * math.pi)[:, None] * y,
+                  torch.outer(n, y[:7])]
+    assert pairs.low(powered) is None
+    wide = torch.arange(5000, 5500, dtype=torch.float64)
+    for out, factor in zip(tables, (wide, wide, wide * math.pi, wide[:250])):
         low = pairs.low(out)
-        want = factor.double()[:, None] * y.double()
+        want = factor[:, None] * y.double()[:out.shape[1]]
         assert low is not None and pairs.used == {MADE}
         carried = (out.double() + low.double() - want).abs() / want.abs()
         plain = (out.double() - want).abs() / want.abs()

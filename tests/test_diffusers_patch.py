@@ -401,3 +401,57 @@ def test_angles_looked_up_in_a_table_made_in_the_forward_are_formed_again():
         assert want.dtype == torch.float64
         assert float((mine.double() - want).abs().max()) <= half_ulp
         assert float((theirs.double() - want).abs().max()) > 8 * half_ulp
+
+
+def test_positions_the_code_makes_from_ranges_are_formed_in_double():
+    """LTX-Video's rotary module makes its grid from ``arange``s, scales each axis in
+    place (``grid[:, 0:1] = grid[:, 0:1] * scale / base``), then ``* 2 - 1``: those
+    positions are formed in double (its own float32 ones drift by up to 4e-4 in the
+    cosines at this size), the frequencies it makes by a power of a ``linspace`` stay its
+    float32 values."""
+    from torch.overrides import TorchFunctionMode
+
+    from diffusers.models.transformers.transformer_ltx import LTXVideoRotaryPosEmbed
+    from sinpe.torch.patching._exact import ExactCall
+
+    class RangesInDouble(TorchFunctionMode):  # the module's own code, its ranges in double
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if func is torch.arange:
+                kwargs["dtype"] = torch.float64
+            return func(*args, **kwargs)
+
+    rope = LTXVideoRotaryPosEmbed(dim=96)
+    args = (torch.zeros(1, 8 * 40 * 48, 96), 8, 40, 48, (20 / 25.0, 32, 32))
+    call = ExactCall(rope.forward, rope.forward)
+    got = call(*args)
+    assert call.checked and not call.failed and not call.by_value
+    with torch.no_grad(), RangesInDouble():
+        exact = rope(*args)
+    with torch.no_grad():
+        own = rope(*args)
+    half_ulp = 2.0**-25 + 2.0**-30
+    for mine, theirs, want in zip(got, own, exact):
+        assert want.dtype == torch.float64
+        assert float((mine.double() - want).abs().max()) <= half_ulp
+        assert float((theirs.double() - want).abs().max()) > 8 * half_ulp
+
+
+def test_frequencies_made_from_a_range_by_a_power_stay_the_models():
+    """A range's powers (``10000 ** (-arange(0, d, 2) / d)``) are frequencies: the code's
+    own float32 values, times positions in double; not frequencies in double."""
+    from sinpe.torch.patching._exact import ExactCall
+
+    def table(n):
+        freq = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float32) / 8)
+        return torch.outer(torch.arange(n, dtype=torch.float32), freq).cos()
+
+    call = ExactCall(table, table)
+    got = call(3000)
+    assert call.checked and not call.failed
+    positions = torch.arange(3000, dtype=torch.float64)[:, None]
+    own_freq = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float32) / 8)
+    double_freq = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)
+    half_ulp = 2.0**-25 + 2.0**-30
+    assert float((got.double() - (positions * own_freq.double()).cos()).abs().max()) <= half_ulp
+    assert float((got.double() - (positions * double_freq).cos()).abs().max()) > 8 * half_ulp

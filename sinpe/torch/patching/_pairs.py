@@ -21,13 +21,11 @@ the code computes: every float32 tensor derived from them by
 
 keeps its ``lo``.  An input that a stand-in gave with its ``lo`` (:func:`remember`:
 angles a module returns for other code to take the cosine of, :mod:`._sources`) starts
-from it.  With ``made``, it also follows the integer ranges the code makes in
-float32 (``torch.arange``: exact integers; source :data:`MADE`): values made from them
-element by element are taken as the code makes them (frequencies, scaled positions:
-the factors of an angle, as :class:`._taint.ExactAngles` takes them), and the products
-that spread such factors into a table (``outer``, a broadcast product) are followed
-(AutoencoderSAME's processor forms ``cat(outer(arange(n), inv_freq))`` in every call).
-Anything else (another dtype, another operation, an operand written
+from it.  With ``made``, it also follows the ranges of integers the code makes in
+float32 (``torch.arange``: exact; source :data:`MADE`) as positions, through the same
+arithmetic (AutoencoderSAME's processor forms ``cat(outer(arange(n), inv_freq))`` in
+every call), as :class:`._taint.ExactAngles` carries them in double; a power or an
+exponential of them (frequencies) is the code's own float32 value.  Anything else (another dtype, another operation, an operand written
 in place since) is taken as it is.  ``hi + lo`` is then the value the
 code stands for, within about ``2**-48`` of it relative to the operands: the angle in
 double, to far below the ``2**-30`` sinpe's angle tables promise.  Every step is
@@ -250,11 +248,11 @@ class Pairs:
         return func(*args, **kwargs)
 
     def _range(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """``torch.arange``'s float32 output, followed (exact, source :data:`MADE`) where
-        its ends and step are integers within float32's exact ones."""
+        """``torch.arange``'s float32 or integer output, followed (exact, source
+        :data:`MADE`) where its ends and step are integers within float32's exact ones."""
         out = torch.arange(*args, **kwargs)
         bounds = [kwargs.get(name) for name in ("start", "end", "step")] + list(args)
-        if (out.dtype is _F32 and all(
+        if ((out.dtype is _F32 or not out.is_floating_point()) and all(
                 isinstance(b, (int, float)) and not isinstance(b, bool)
                 and float(b).is_integer() and abs(b) <= _EXACT_INTEGERS
                 for b in bounds if b is not None)):
@@ -265,8 +263,6 @@ class Pairs:
                kwargs: dict[str, Any]) -> Any:
         out = func(*args, **kwargs)
         outs = _pytree.tree_leaves(out)
-        if not outs or not all(isinstance(t, torch.Tensor) and t.dtype is _F32 for t in outs):
-            return out  # another dtype: taken as it is
         sources: frozenset[int] = frozenset()
         exact = True
         for leaf in _pytree.tree_leaves((args, kwargs)):
@@ -274,6 +270,13 @@ class Pairs:
             if entry is not None:
                 sources |= entry[1]
                 exact = exact and entry[0] is None
+        if outs and exact and all(isinstance(t, torch.Tensor) and not t.is_floating_point()
+                                  and not t.is_complex() for t in outs):
+            for tensor in outs:  # a range of integers moved: still one
+                self._keep(tensor, None, sources)
+            return out
+        if not outs or not all(isinstance(t, torch.Tensor) and t.dtype is _F32 for t in outs):
+            return out  # another dtype: taken as it is
 
         def low_of(value: Any) -> Any:
             if not isinstance(value, torch.Tensor):
@@ -299,9 +302,11 @@ class Pairs:
         Python number in double: its float32 value and the rest, as Python floats (which
         torch takes as float32 scalars: no copy to the device); None otherwise."""
         if isinstance(value, torch.Tensor):
-            if value.dtype is not _F32:
-                return None
             entry = self._entry(value)
+            if value.dtype is not _F32:
+                if entry is None or value.is_floating_point() or value.is_complex():
+                    return None
+                return value.float(), None, entry[1]  # a range of integers: exact
             return (value, None, frozenset()) if entry is None else (value, *entry)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             hi = float(np.float32(value))
@@ -320,19 +325,17 @@ class Pairs:
             if not all(isinstance(x, torch.Tensor) for x in args):
                 return out
         a, b = (self._operand(x) for x in args)
-        if a is None or b is None or not isinstance(out, torch.Tensor) or out.dtype is not _F32:
+        if a is None or b is None or not isinstance(out, torch.Tensor):
+            return out
+        if not out.is_floating_point() and not out.is_complex():  # integers: exact
+            if a[1] is None and b[1] is None:
+                self._keep(out, None, a[2] | b[2])
+            return out
+        if out.dtype is not _F32:
             return out
         if func in _RSUB or func in _RDIV:  # b - a, b / a
             a, b = b, a
         (ah, al, sa), (bh, bl, sb) = a, b
-        tensors = [(x, rest) for x, rest in ((ah, al), (bh, bl)) if isinstance(x, torch.Tensor)]
-        if (sa | sb) == {MADE} and all(rest is None for _, rest in tensors) and (
-                out.numel() == max(x.numel() for x, _ in tensors)):
-            # values made from a range element by element (its frequencies, its
-            # positions scaled): taken as the code makes them, as ExactAngles takes the
-            # factors of an angle (a product that spreads them into a table is followed)
-            self._keep(out, None, sa | sb)
-            return out
         if func in _OUTER:  # a[:, None] * b[None, :]
             if not (isinstance(ah, torch.Tensor) and isinstance(bh, torch.Tensor)
                     and ah.dim() == bh.dim() == 1):

@@ -18,6 +18,14 @@ fewer elements than the angle (the broadcast factors: a frequency vector, a colu
 positions), whose values are the code's own.  Two float32 factors' product is exact in double (24 + 24 bits fit
 in 53); anything further is rounded once in double.
 
+With ``ranges`` (the default), the ranges of integers the code makes (``torch.arange``:
+float32 and float64 ones, and integer ones once cast to float or mixed with floats) are
+positions too, carried in double through what carries values (arithmetic, moves,
+casts, in-place writes: LTX-Video scales its grid's axes in place), each beside the
+code's own value; any other function of them (a power, an exponential: frequencies) is
+given the code's own values and returns its own, so the model's frequencies stay its
+float32 values while its positions are exact.
+
 From a trigonometric result on, values are ``tainted``: an operation with a tainted
 operand runs in double (float32, float16 and bfloat16 operands widened, complex64 to
 complex128; ``.float()``, ``.half()``, ``.to(dtype)``, ``.type(dtype)``,
@@ -34,6 +42,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree
 
 from sinpe.torch._tensors import _writes_in_place
+from sinpe.torch.patching._pairs import _JOINS, _MOVES
 
 _WIDER = {torch.float32: torch.float64, torch.float16: torch.float64,
           torch.bfloat16: torch.float64, torch.complex64: torch.complex128,
@@ -63,6 +72,20 @@ _LAYOUTS = {torch.Tensor.unsqueeze, torch.unsqueeze, torch.Tensor.squeeze, torch
 # angles made here (a frequency vector expanded to the angles' shape stays a factor)
 _REPEATS = {torch.Tensor.expand, torch.Tensor.expand_as, torch.Tensor.repeat,
             torch.Tensor.index_select, torch.index_select}
+# what carries a range's values (with ``ranges``): arithmetic, moves, casts, writes of
+# them; any other function of them is the code's own (its frequencies, by powers and
+# exponentials)
+_IN_PLACE_ARITHMETIC = {torch.Tensor.__setitem__, torch.Tensor.mul_, torch.Tensor.add_,
+                        torch.Tensor.sub_, torch.Tensor.div_, torch.Tensor.neg_,
+                        torch.Tensor.copy_, torch.Tensor.__imul__, torch.Tensor.__iadd__,
+                        torch.Tensor.__isub__, torch.Tensor.__itruediv__}
+_TO_FLOAT = {torch.Tensor.float, torch.Tensor.double, torch.Tensor.to, torch.Tensor.type,
+             torch.Tensor.type_as}
+_CARRIES = (_ARITHMETIC | _LAYOUTS | _MOVES | _JOINS | _IN_PLACE_ARITHMETIC | _TO_FLOAT
+            | {torch.meshgrid})
+# of those, the ones whose other operands are indices: only the first carries
+_LOOKUPS = {torch.Tensor.__getitem__, torch.Tensor.index_select, torch.index_select}
+_EXACT_INTEGERS = {torch.float32: 2**24, torch.float64: 2**53}
 _REAL_ANGLES = {torch.cos, torch.sin, torch.Tensor.cos, torch.Tensor.sin}
 _NARROW_ANGLES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -80,9 +103,14 @@ class ExactAngles(TorchFunctionMode):
     angle given to a trigonometric call."""
 
     def __init__(self, inputs: Iterable[torch.Tensor] = (), layouts: bool = False,
-                 record: bool = False) -> None:
+                 record: bool = False, ranges: bool = True) -> None:
         super().__init__()
         self.layouts = layouts
+        self.ranges = ranges
+        # with ``ranges``: the integer ranges the code made (ids), and each value made
+        # from ranges alone by what carries them, in double, with the code's own value
+        self._integers: set[int] = set()
+        self._shadows: dict[int, torch.Tensor] = {}
         # with ``record``: the double result of each cos and sin of a float32 (16-bit)
         # or tainted angle, in order (what :mod:`._inline` gives, each rounded once)
         self.record = record
@@ -112,10 +140,24 @@ class ExactAngles(TorchFunctionMode):
         if _writes_in_place(func) and args and isinstance(args[0], torch.Tensor):
             self._written(args[0])
         angle = self._angle(func, args)
+        leaves = _pytree.tree_leaves((args, kwargs))
+        if self.ranges and func is torch.arange:
+            return self._range(args, kwargs)
         if angle is not None:
             out = self._trigonometry(func, args, kwargs, angle)
-        elif any(self.tainted(leaf) for leaf in _pytree.tree_leaves((args, kwargs))):
+        elif any(self.tainted(leaf) for leaf in leaves):
+            shadows = self._shadowed(func, args, kwargs)
+            if shadows is not None and func not in _CARRIES:
+                # another function of values made from ranges: the code's own
+                return func(*shadows[0], **shadows[1])
             out = self._in_double(func, args, kwargs)
+            if shadows is not None:
+                self._shadow_of(out, func(*shadows[0], **shadows[1]))
+            elif _writes_in_place(func) and isinstance(args[0], torch.Tensor):
+                self._shadows.pop(id(args[0]), None)  # (its own value unknown since)
+        elif self._integers and any(id(leaf) in self._integers for leaf in self._carried(
+                func, args, kwargs)):
+            return self._from_integers(func, args, kwargs)
         else:
             out = func(*args, **kwargs)
             if isinstance(out, torch.Tensor) and (
@@ -127,6 +169,93 @@ class ExactAngles(TorchFunctionMode):
             if isinstance(leaf, torch.Tensor):
                 self._taint(leaf)
         return out
+
+    # -- ranges: positions the code makes, carried in double
+
+    def _range(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``torch.arange``: an integer range kept as made (its casts to float and its
+        arithmetic are then in double); a float32 or float64 one of exact integers in
+        double, the code's own beside it; any other as made."""
+        out = torch.arange(*args, **kwargs)
+        bounds = [kwargs.get(name) for name in ("start", "end", "step")] + list(args)
+        if not all(isinstance(b, (int, float)) and not isinstance(b, bool)
+                   and float(b).is_integer() for b in bounds if b is not None):
+            return out
+        self._kept.append(out)
+        if not out.is_floating_point():
+            self._integers.add(id(out))
+            return out
+        limit = _EXACT_INTEGERS.get(out.dtype, 0)
+        if not all(abs(b) <= limit for b in bounds if b is not None):
+            return out
+        wide = out.to(torch.float64, copy=True)  # (never the code's own: each is written apart)
+        self._taint(wide)
+        self._shadows[id(wide)] = out
+        return wide
+
+    def _carried(self, func: Callable[..., Any], args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> list[Any]:
+        """The operands whose values ``func`` carries (none where it does not)."""
+        if func not in _CARRIES:
+            return []
+        if func in _LOOKUPS:
+            return list(args[:1])
+        return _pytree.tree_leaves((args, kwargs))
+
+    def _from_integers(self, func: Callable[..., Any], args: tuple[Any, ...],
+                       kwargs: dict[str, Any]) -> Any:
+        """What carries an integer range: another integer range, or float values in
+        double (the code's own beside them)."""
+        out = func(*args, **kwargs)
+        outs = [t for t in _pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        if all(not t.is_floating_point() and not t.is_complex() for t in outs):
+            for t in outs:
+                self._kept.append(t)
+                self._integers.add(id(t))
+            return out
+        if not all(t.dtype in _EXACT_INTEGERS for t in outs):
+            return out
+
+        def wide(value: Any) -> Any:
+            if isinstance(value, torch.Tensor) and id(value) in self._integers:
+                return value.double()
+            return value
+        double = self._in_double(func, *_pytree.tree_map(wide, (args, kwargs)))
+        for leaf in _pytree.tree_leaves(double):
+            if isinstance(leaf, torch.Tensor):
+                self._taint(leaf)
+        self._shadow_of(double, out)
+        return double
+
+    def _shadowed(self, func: Callable[..., Any], args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> Any:
+        """``(args, kwargs)`` with the code's own values for those made from ranges, if
+        every tainted operand is one (else None: values from the inputs)."""
+        missing = False
+
+        def own(value: Any) -> Any:
+            nonlocal missing
+            if not self.tainted(value):
+                return value
+            shadow = self._shadows.get(id(value))
+            if shadow is None:
+                missing = True
+                return value
+            return shadow
+        shadows = _pytree.tree_map(own, (args, kwargs))
+        return None if missing else shadows
+
+    def _shadow_of(self, double: Any, own: Any) -> None:
+        """Keeps each of ``own``'s tensors as the code's value of ``double``'s (not for an
+        operand that the double run gave back as it is: ``x.double()`` of a double)."""
+        wide, narrow = _pytree.tree_leaves(double), _pytree.tree_leaves(own)
+        if len(wide) != len(narrow):
+            return
+        for w, n in zip(wide, narrow):
+            if (isinstance(w, torch.Tensor) and isinstance(n, torch.Tensor)
+                    and id(w) not in self._shadows):
+                self._kept.append(n)
+                self._shadows[id(w)] = n
 
     def _written(self, tensor: torch.Tensor) -> None:
         """Forget how the values in ``tensor``'s memory were made: an in-place write
