@@ -110,10 +110,11 @@ def _model_plan(model: nn.Module) -> Plan:
         changes.families.add(discover.family_of(type(module).__module__))
     for name, module in angle_sources(model, positional):
         handle.refuse_patched(module, name)
-        call = AngleSource(_own(module, "forward"),
-                           _own(copy.deepcopy(module).to("cpu"), "forward"))
-        changes.methods.append(MethodSwap(name, module, "forward", call, SOURCE))
-        changes.deferred.append((f"the angle source {name} ({type(module).__name__})", call))
+        source = AngleSource(_own(module, "forward"),
+                             _own(copy.deepcopy(module).to("cpu"), "forward"))
+        changes.methods.append(MethodSwap(name, module, "forward", source, SOURCE))
+        changes.deferred.append((f"the angle source {name} ({type(module).__name__})",
+                                 source))
     skip = {id(m) for _, m in positional}
     inner = [(name, m) for name, m in model.named_modules() if id(m) not in skip and not any(
         name.startswith(taken + ".") for taken, _ in positional if taken)]

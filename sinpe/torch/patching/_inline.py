@@ -127,12 +127,12 @@ class ExactTrig(TorchFunctionMode):
     def __enter__(self) -> "ExactTrig":
         if self.pairs is not None:
             _RUNNING.depth = getattr(_RUNNING, "depth", 0) + 1
-        return super().__enter__()  # type: ignore[no-any-return]
+        return super().__enter__()  # type: ignore[no-untyped-call, no-any-return]
 
     def __exit__(self, *exc: Any) -> None:
         if self.pairs is not None:
             _RUNNING.depth -= 1
-        super().__exit__(*exc)
+        super().__exit__(*exc)  # type: ignore[no-untyped-call]
 
     def _pairs(self, angle: torch.Tensor, tables: Any, make: Callable[[], torch.Tensor]
                ) -> torch.Tensor:

@@ -136,7 +136,9 @@ def remember(tensor: torch.Tensor, lo: torch.Tensor) -> None:
 def given_low(tensor: Any) -> Optional[torch.Tensor]:
     """The ``lo`` :func:`remember` kept for ``tensor`` (zero where its values changed
     since), else None."""
-    entry = _GIVEN.get(id(tensor)) if isinstance(tensor, torch.Tensor) else None
+    if not isinstance(tensor, torch.Tensor):
+        return None
+    entry = _GIVEN.get(id(tensor))
     if entry is None or entry[0]() is not tensor:
         return None
     _, values, lo = entry
@@ -340,8 +342,8 @@ class Pairs:
             if not (isinstance(ah, torch.Tensor) and isinstance(bh, torch.Tensor)
                     and ah.dim() == bh.dim() == 1):
                 return out
-            ah, al = ah[:, None], (None if al is None else al[:, None])
-            bh, bl = bh[None, :], (None if bl is None else bl[None, :])
+            ah, al = ah[:, None], (al[:, None] if isinstance(al, torch.Tensor) else al)
+            bh, bl = bh[None, :], (bl[None, :] if isinstance(bl, torch.Tensor) else bl)
         with torch.no_grad():
             hi = out.detach()
             if func in _ADD or func in _SUB or func in _RSUB:
