@@ -5,7 +5,8 @@ and sin, 2x2 rotation matrices, complex ``freqs_cis``, timestep embeddings, tabl
 sliced by a grid) and signatures.  :class:`ExactCall` stands in for any of them without
 knowing the form: it runs the module's own code on the CPU with its angles formed in
 double (:class:`sinpe.torch.patching._taint.ExactAngles`: the model's own frequencies
-and positions, their products exact, cos and sin in double), on the branch
+and positions, those made from ranges in double, their products exact, cos and sin in
+double), on the branch
 the code takes on the CPU (the float64 one where the code would drop to float32 on
 MPS: ``torch.backends.mps.is_available()`` reads False there), rounds each output once
 (to the dtype the module returns, float32 where it returns a 16-bit float: a model
@@ -32,9 +33,11 @@ cast to bfloat16 keeps exact float32 tables), and moves it to the device once.
   whose every angle is a float32 value it was given or looked up (an attention
   processor, a float32 table of angles), which its run in double would take as it
   is, runs as itself on its device with cos and sin exact (:mod:`._inline`); angles it
-  forms from its float32 inputs by float32 arithmetic have that arithmetic carried
-  exactly (:mod:`._pairs`), float32 buffers of angles are formed again
-  (:mod:`._position_tables`).
+  forms from its float32 inputs, from ranges it makes, or from angles a stand-in gave it
+  with their errors (:mod:`._sources`) by float32 arithmetic have that arithmetic
+  carried exactly (:mod:`._pairs`; checked against the code in double, or where its
+  outputs cannot be held to that, an attention after the cosines, each cos and sin),
+  float32 buffers of angles are formed again (:mod:`._position_tables`).
 """
 
 import contextlib

@@ -1,5 +1,6 @@
 """A module's own code with its angles formed in double: the model's frequencies and
-positions as its code makes them, their products exact, cos and sin in double.
+positions as its code makes them (those it makes from ranges of integers in double),
+their products exact, cos and sin in double.
 
 A positional module (a timestep embedding, a rotary module, a sin-cos table made at
 construction or from a grid's size) forms each angle as the product of factors it
