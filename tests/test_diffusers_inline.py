@@ -33,6 +33,7 @@ diffusers = require("diffusers")
 sys.path.insert(0, str(Path(__file__).resolve().parent / "diffusers"))
 import dtiny  # noqa: E402
 from diffusers_battery import _Reads  # noqa: E402
+from trig_calls import HALF_ULP, held_to_a_rotary_table, recorded  # noqa: E402
 
 import sinpe.torch as st  # noqa: E402
 from sinpe.torch import _tensors  # noqa: E402
@@ -40,7 +41,6 @@ from sinpe.torch.patching import _inline  # noqa: E402
 from sinpe.torch.patching._exact import ExactCall  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-HALF_ULP = 2.0**-25 + 2.0**-30  # half a float32 ulp of values up to 1, and the promise's 2**-30
 MODELS = ["StableAudio3DiTModel", "ErnieImageTransformer2DModel", "AutoencoderSAME"]
 
 
@@ -72,13 +72,7 @@ def test_an_inline_rotation_is_served_on_its_device_with_exact_cos_and_sin(name,
         for a, b in zip(kernel, device):
             assert a.dtype == b.dtype and torch.equal(bits(torch, a), bits(torch, b))
         # each cos and sin the processors took: the exact value of the angle given
-        calls = []
-        original = _inline.ExactTrig.__init__
-
-        def recording(self, record=False, per_call=None, pairs=None):
-            original(self, True, per_call, pairs)
-            calls.append(self)
-        monkeypatch.setattr(_inline.ExactTrig, "__init__", recording)
+        calls = recorded(monkeypatch)
         outputs(model, info["inputs"], True, monkeypatch)
     values = [(call, mode.pairs) for mode in calls for call in mode.calls]
     assert values
@@ -315,23 +309,10 @@ def test_angles_a_processor_forms_from_a_range_are_exact(monkeypatch):
     call = ExactCall(processor, processor)
     call(attn, hidden)
     assert call.checked and not call.failed and call.inline and call.follows_made
-    modes = []
-    original = _inline.ExactTrig.__init__
-
-    def recording(self, record=False, per_call=None, pairs=None):
-        original(self, True, per_call, pairs)
-        modes.append(self)
-    monkeypatch.setattr(_inline.ExactTrig, "__init__", recording)
+    modes = recorded(monkeypatch)
     on_both_paths(call, (attn, hidden), monkeypatch)
-    table = torch.arange(300, dtype=torch.float64)[:, None] * attn.rope.inv_freq.double()
-    angle = torch.cat([table, table], -1).unsqueeze(1)  # (positions, 1, rotated channels)
-    calls = [c for mode in modes for c in mode.calls]
-    assert len(calls) == 8  # cos and sin of the queries' and the keys' rotation, each path
-    for given, cosine, exact, own in calls:
-        want = angle.cos() if cosine else angle.sin()
-        assert exact.shape == want.shape
-        assert float((exact.double() - want).abs().max()) <= HALF_ULP
-        assert float((own.double() - want).abs().max()) > 8 * HALF_ULP
+    # cos and sin of the queries' and the keys' rotation, on each path
+    held_to_a_rotary_table(modes, attn.rope.inv_freq, 8)
 
 
 def test_float32_arithmetic_is_carried_to_far_below_its_rounding():

@@ -29,26 +29,14 @@ diffusers = require("diffusers")
 sys.path.insert(0, str(Path(__file__).resolve().parent / "diffusers"))
 import dtiny  # noqa: E402
 from diffusers_battery import _Reads  # noqa: E402
+from trig_calls import held_to_a_rotary_table, recorded  # noqa: E402
 
 import sinpe.torch as st  # noqa: E402
 from sinpe.torch import _tensors  # noqa: E402
-from sinpe.torch.patching import _inline, _pairs  # noqa: E402
+from sinpe.torch.patching import _pairs  # noqa: E402
 from sinpe.torch.patching._sources import AngleSource  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-HALF_ULP = 2.0**-25 + 2.0**-30  # half a float32 ulp of values up to 1, and the promise's 2**-30
-
-
-def recorded(monkeypatch):
-    """The ExactTrig modes made from now on, each recording its calls."""
-    modes = []
-    original = _inline.ExactTrig.__init__
-
-    def recording(self, record=False, per_call=None, pairs=None):
-        original(self, True, per_call, pairs)
-        modes.append(self)
-    monkeypatch.setattr(_inline.ExactTrig, "__init__", recording)
-    return modes
 
 
 def test_a_processor_given_a_modules_angles_takes_them_in_double(monkeypatch):
@@ -68,17 +56,12 @@ def test_a_processor_given_a_modules_angles_takes_them_in_double(monkeypatch):
                 got[device_path] = model(**info["inputs"])[0]
             assert reads.count == 0 or not device_path, "the device path read on the host"
         assert torch.equal(bits(torch, got[False]), bits(torch, got[True]))
-        n = next(c for mode in modes for c in mode.calls)[0].shape[0]
     assert source.forward == forward  # undone
-    table = torch.arange(n, dtype=torch.float64)[:, None] * source.inv_freq.double()
-    angle = torch.cat([table, table], -1).unsqueeze(1)
-    calls = [c for mode in modes for c in mode.calls]
-    assert calls
-    for given, cosine, exact, own in calls:
-        want = angle.cos() if cosine else angle.sin()
-        assert exact.shape == want.shape
-        assert float((exact.double() - want).abs().max()) <= HALF_ULP
-        assert float((own.double() - want).abs().max()) > 8 * HALF_ULP
+    # cos and sin of each rotation (queries and keys, two of each where the attention is
+    # differential) in each block, on each path
+    rotations = sum(4 if block.self_attn.use_differential else 2
+                    for block in model.transformer_blocks)
+    held_to_a_rotary_table(modes, source.inv_freq, 2 * rotations * 2)
 
 
 def ernie():
