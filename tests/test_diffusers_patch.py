@@ -457,3 +457,24 @@ def test_frequencies_made_from_a_range_by_a_power_stay_the_models():
     half_ulp = 2.0**-25 + 2.0**-30
     assert float((got.double() - (positions * own_freq.double()).cos()).abs().max()) <= half_ulp
     assert float((got.double() - (positions * double_freq).cos()).abs().max()) > 8 * half_ulp
+
+
+def test_a_range_written_in_place_by_another_function_takes_the_codes_values():
+    """An exponential of a range taken in place (``x.mul_(c).exp_()``: frequencies) gives
+    the code's own float32 values, in the double run too; a clamp in place of positions
+    keeps them exact."""
+    from sinpe.torch.patching._taint import ExactAngles
+
+    def code():
+        freq = torch.arange(0, 8, 2, dtype=torch.float32)
+        freq.mul_(-1.3).exp_()
+        positions = torch.arange(3000, dtype=torch.float32)
+        positions.clamp_(max=2500.0)
+        return torch.outer(positions, freq).cos()
+
+    with ExactAngles(layouts=True):
+        got = code()
+    freq = torch.arange(0, 8, 2, dtype=torch.float32).mul_(-1.3).exp_()
+    positions = torch.arange(3000, dtype=torch.float64).clamp(max=2500.0)
+    assert got.dtype == torch.float64
+    assert float((got - (positions[:, None] * freq.double()).cos()).abs().max()) <= 2.0**-50

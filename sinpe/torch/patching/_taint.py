@@ -150,7 +150,11 @@ class ExactAngles(TorchFunctionMode):
             shadows = self._shadowed(func, args, kwargs)
             if shadows is not None and func not in _CARRIES:
                 # another function of values made from ranges: the code's own
-                return func(*shadows[0], **shadows[1])
+                own = func(*shadows[0], **shadows[1])
+                if not _writes_in_place(func):
+                    return own
+                # (written in place: the double value becomes the code's own too)
+                return args[0].copy_(self._shadows[id(args[0])])
             out = self._in_double(func, args, kwargs)
             if shadows is not None:
                 self._shadow_of(out, func(*shadows[0], **shadows[1]))
