@@ -38,15 +38,25 @@ def _pairwise(cache: torch.Tensor) -> torch.Tensor:
     return cache[..., : cache.shape[-1] // 2].repeat_interleave(2, dim=-1)
 
 
+def _both(rotate: Callable[..., torch.Tensor], q: torch.Tensor, k: torch.Tensor,
+          cos: torch.Tensor, sin: torch.Tensor, layout: str, widen: bool = False) -> _Pair:
+    """``rotate`` (:func:`_hf_rotation` or :func:`_hf_partial`) of q and of k by the
+    caches as given, with one set of the kernel's views; with ``widen``, q and k in
+    float32 and both results cast to q's dtype."""
+    views = _cache_views(cos, sin)
+    if not widen:
+        return rotate(q, cos, sin, layout, views), rotate(k, cos, sin, layout, views)
+    dtype = q.dtype
+    return (rotate(q.float(), cos, sin, layout, views).to(dtype),
+            rotate(k.float(), cos, sin, layout, views).to(dtype))
+
+
 def neox(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
          unsqueeze_dim: int = 1) -> _Pair:
     """The first ``cos.shape[-1]`` features rotated, the others passed through, joined by
     ``torch.cat`` (a new contiguous tensor, also when all features rotate)."""
-    cos = cos.unsqueeze(unsqueeze_dim)
-    sin = sin.unsqueeze(unsqueeze_dim)
-    views = _cache_views(cos, sin)
-    return (_hf_partial(q, cos, sin, "concatenated", views),
-            _hf_partial(k, cos, sin, "concatenated", views))
+    return _both(_hf_partial, q, k, cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim),
+                 "concatenated")
 
 
 def cast_back(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
@@ -61,78 +71,53 @@ def cast_back(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Te
 def float_then_cast(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                     unsqueeze_dim: int = 1) -> _Pair:
     """q and k widened to float32, the Llama formula, both results cast to q's dtype."""
-    dtype = q.dtype
-    cos = cos.unsqueeze(unsqueeze_dim)
-    sin = sin.unsqueeze(unsqueeze_dim)
-    views = _cache_views(cos, sin)
-    return (_hf_rotation(q.float(), cos, sin, "concatenated", views).to(dtype),
-            _hf_rotation(k.float(), cos, sin, "concatenated", views).to(dtype))
+    return _both(_hf_rotation, q, k, cos.unsqueeze(unsqueeze_dim),
+                 sin.unsqueeze(unsqueeze_dim), "concatenated", widen=True)
 
 
 def all_float_then_cast(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor,
                         sin: torch.Tensor, unsqueeze_dim: int = 1) -> _Pair:
     """q, k and the caches in float32, the Llama formula, both results cast to q's dtype."""
-    dtype = q.dtype
-    cos = cos.unsqueeze(unsqueeze_dim).float()
-    sin = sin.unsqueeze(unsqueeze_dim).float()
-    views = _cache_views(cos, sin)
-    return (_hf_rotation(q.float(), cos, sin, "concatenated", views).to(dtype),
-            _hf_rotation(k.float(), cos, sin, "concatenated", views).to(dtype))
+    return _both(_hf_rotation, q, k, cos.unsqueeze(unsqueeze_dim).float(),
+                 sin.unsqueeze(unsqueeze_dim).float(), "concatenated", widen=True)
 
 
 def interleaved(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 unsqueeze_dim: int = 1) -> _Pair:
     """Interleaved pairs ``(2i, 2i + 1)`` (rotate_half's interleaved twin), caches as given."""
-    cos = cos.unsqueeze(unsqueeze_dim)
-    sin = sin.unsqueeze(unsqueeze_dim)
-    views = _cache_views(cos, sin)
-    return (_hf_rotation(q, cos, sin, "interleaved", views),
-            _hf_rotation(k, cos, sin, "interleaved", views))
+    return _both(_hf_rotation, q, k, cos.unsqueeze(unsqueeze_dim),
+                 sin.unsqueeze(unsqueeze_dim), "interleaved")
 
 
 def interleaved_float(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                       unsqueeze_dim: int = 1) -> _Pair:
     """Interleaved pairs (caches as given), q and k in float32, both results cast to
     q's dtype."""
-    dtype = q.dtype
-    cos = cos.unsqueeze(unsqueeze_dim)
-    sin = sin.unsqueeze(unsqueeze_dim)
-    views = _cache_views(cos, sin)
-    return (_hf_rotation(q.float(), cos, sin, "interleaved", views).to(dtype=dtype),
-            _hf_rotation(k.float(), cos, sin, "interleaved", views).to(dtype=dtype))
+    return _both(_hf_rotation, q, k, cos.unsqueeze(unsqueeze_dim),
+                 sin.unsqueeze(unsqueeze_dim), "interleaved", widen=True)
 
 
 def pairwise_partial(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                      unsqueeze_dim: int = 1) -> _Pair:
     """The caches' first half repeated pairwise, interleaved pairs on the first
     ``cos.shape[-1]`` features, the rest passed through (``torch.cat``)."""
-    cos = _pairwise(cos.unsqueeze(unsqueeze_dim))
-    sin = _pairwise(sin.unsqueeze(unsqueeze_dim))
-    views = _cache_views(cos, sin)
-    return (_hf_partial(q, cos, sin, "interleaved", views),
-            _hf_partial(k, cos, sin, "interleaved", views))
+    return _both(_hf_partial, q, k, _pairwise(cos.unsqueeze(unsqueeze_dim)),
+                 _pairwise(sin.unsqueeze(unsqueeze_dim)), "interleaved")
 
 
 def pairwise(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
              unsqueeze_dim: int = 1) -> _Pair:
     """The caches' first half repeated pairwise, interleaved pairs on every feature."""
-    cos = _pairwise(cos.unsqueeze(unsqueeze_dim))
-    sin = _pairwise(sin.unsqueeze(unsqueeze_dim))
-    views = _cache_views(cos, sin)
-    return (_hf_rotation(q, cos, sin, "interleaved", views),
-            _hf_rotation(k, cos, sin, "interleaved", views))
+    return _both(_hf_rotation, q, k, _pairwise(cos.unsqueeze(unsqueeze_dim)),
+                 _pairwise(sin.unsqueeze(unsqueeze_dim)), "interleaved")
 
 
 def pairwise_float(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                    unsqueeze_dim: int = 1) -> _Pair:
     """The caches' first half repeated pairwise, interleaved pairs on every feature of q
     and k in float32, both results cast to q's dtype."""
-    dtype = q.dtype
-    cos = _pairwise(cos.unsqueeze(unsqueeze_dim))
-    sin = _pairwise(sin.unsqueeze(unsqueeze_dim))
-    views = _cache_views(cos, sin)
-    return (_hf_rotation(q.float(), cos, sin, "interleaved", views).to(dtype),
-            _hf_rotation(k.float(), cos, sin, "interleaved", views).to(dtype))
+    return _both(_hf_rotation, q, k, _pairwise(cos.unsqueeze(unsqueeze_dim)),
+                 _pairwise(sin.unsqueeze(unsqueeze_dim)), "interleaved", widen=True)
 
 
 def half_width(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
@@ -140,11 +125,8 @@ def half_width(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.T
     """Caches of the frequencies once (width ``r/2``): ``cat(x1 * c - x2 * s, x2 * c + x1 *
     s)`` of the halves ``x1, x2``, i.e. the Llama formula with ``cat(c, c)`` (``a - b``
     and ``a + (-b)`` are one IEEE operation), in a new contiguous tensor."""
-    cos = torch.cat((cos, cos), dim=-1).unsqueeze(unsqueeze_dim)
-    sin = torch.cat((sin, sin), dim=-1).unsqueeze(unsqueeze_dim)
-    views = _cache_views(cos, sin)
-    return (_hf_partial(q, cos, sin, "concatenated", views),
-            _hf_partial(k, cos, sin, "concatenated", views))
+    return _both(_hf_partial, q, k, torch.cat((cos, cos), dim=-1).unsqueeze(unsqueeze_dim),
+                 torch.cat((sin, sin), dim=-1).unsqueeze(unsqueeze_dim), "concatenated")
 
 
 def half_width_interleaved(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor,
@@ -152,11 +134,8 @@ def half_width_interleaved(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor,
     """Caches of the frequencies once (width ``r/2``) on interleaved pairs:
     ``stack(x0 * c - x1 * s, x1 * c + x0 * s)`` of the even and odd features, i.e. the
     interleaved rotation by the caches repeated pairwise, in a new contiguous tensor."""
-    cos = cos.repeat_interleave(2, dim=-1).unsqueeze(unsqueeze_dim)
-    sin = sin.repeat_interleave(2, dim=-1).unsqueeze(unsqueeze_dim)
-    views = _cache_views(cos, sin)
-    return (_hf_partial(q, cos, sin, "interleaved", views),
-            _hf_partial(k, cos, sin, "interleaved", views))
+    return _both(_hf_partial, q, k, cos.repeat_interleave(2, dim=-1).unsqueeze(unsqueeze_dim),
+                 sin.repeat_interleave(2, dim=-1).unsqueeze(unsqueeze_dim), "interleaved")
 
 
 def single(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
