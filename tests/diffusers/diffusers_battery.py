@@ -22,14 +22,15 @@ for ``test_every_model`` to judge:
 from __future__ import annotations
 
 import copy
-import time
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import dtiny
-from reference.batteries import PATHS, on_paths, first, gap, library_globals, same, tensors
+from reference.batteries import (
+    PATHS, CannotBuild, Snapshot, first, gap, on_paths, same, started, tensors,
+)
 from reference.in_double import InDouble
 
 
@@ -122,8 +123,7 @@ def _by_value(model: torch.nn.Module) -> list[str]:
 
 
 def _through_patch(model: torch.nn.Module, unrun: str, inputs: Any, later: Any, own: Any,
-                   state: dict[str, torch.Tensor], modules: list[Any],
-                   globals_before: dict[str, Any]) -> dict[str, Any]:
+                   before: Snapshot) -> dict[str, Any]:
     """The model patched on the path :data:`PATHS` set, run for two denoising steps and
     a third (its host reads) and undone: what the tests judge of that path, and the
     outputs (``patched``, ``patched_later``) for the comparisons."""
@@ -148,10 +148,8 @@ def _through_patch(model: torch.nn.Module, unrun: str, inputs: Any, later: Any, 
                 forms=dict(handle.forms), caches=dict(handle.caches), kept=dict(handle.kept),
                 first_call=list(handle.checked_at_first_call))
     part["undo"] = {
-        "state_dict": all(same(v, model.state_dict()[k]) for k, v in state.items()),
-        "modules": modules == [(n, id(m)) for n, m in model.named_modules()],
+        **before.undone(model),
         "overrides": attributes == [(n, sorted(vars(m))) for n, m in model.named_modules()],
-        "globals": library_globals(model, "diffusers.") == globals_before,
     }
     if not unrun:
         part["undo"]["outputs"] = same(_outputs(model, inputs), own)
@@ -189,14 +187,12 @@ def run(name: str) -> dict[str, Any]:
     """What the stage's tests judge about one class (plain data): the kernel path's
     result, with the device path's (the same model and references, patched again) under
     ``"device"``."""
-    torch.set_num_threads(1)
-    start = time.time()
     from sinpe.torch import _tensors
 
     try:
-        model, info = dtiny.build(name, compare=False)
-    except Exception as exc:  # noqa: BLE001 - diffusers itself cannot build it here
-        return {"status": "cannot build", "why": str(exc).splitlines()[0][:300]}
+        (model, info), start = started(lambda: dtiny.build(name, compare=False))
+    except CannotBuild as exc:
+        return exc.result
     unrun = "" if info.get("forward_ok") else str(info.get("error", ""))[:300]
     if not unrun:
         with torch.no_grad():
@@ -205,9 +201,7 @@ def run(name: str) -> dict[str, Any]:
     common: dict[str, Any] = {"kinds": sorted(info.get("kinds", [])), "class": name}
     if unrun:  # patched and undone all the same: what patch finds needs no forward
         common["unrun"] = unrun
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    modules = [(n, id(m)) for n, m in model.named_modules()]
-    globals_before = library_globals(model, "diffusers.")
+    before = Snapshot(model, "diffusers.")
     inputs = later = own = own_later = own_reads = None
     if not unrun:
         inputs = info["inputs"]
@@ -218,8 +212,7 @@ def run(name: str) -> dict[str, Any]:
     parts = {}
     for path in PATHS:
         _tensors.DEVICE_PATH_FORCED = path == "device"
-        parts[path] = _through_patch(model, unrun, inputs, later, own, state, modules,
-                                     globals_before)
+        parts[path] = _through_patch(model, unrun, inputs, later, own, before)
     served = [part for part in parts.values() if part["status"] == "served"]
     if not unrun:
         for part in served:

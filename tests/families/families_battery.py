@@ -25,12 +25,11 @@ which would blur the comparison with HF's own).
 from __future__ import annotations
 
 import copy
-import time
 from typing import Any
 
 import torch
 import tiny
-from reference.batteries import PATHS, on_paths, first, gap, library_globals, same
+from reference.batteries import PATHS, CannotBuild, Snapshot, first, gap, on_paths, same, started
 from reference.in_double import InDouble
 
 FAR = 2**17
@@ -112,8 +111,7 @@ def _outputs(model: torch.nn.Module, inputs: dict[str, Any], far: bool = False,
 
 
 def _through_patch(model: torch.nn.Module, inputs: Any, sharp: _Sharp, hf: Any,
-                   far: bool, state: dict[str, torch.Tensor], modules: list[Any],
-                   globals_before: dict[str, Any]) -> dict[str, Any]:
+                   far: bool, before: Snapshot) -> dict[str, Any]:
     """The model patched on the path :data:`PATHS` set, run (at positions 0..63, and
     near 2**17 with ``far``) and undone: what the tests judge of that path, and the
     outputs (``patched``, ``patched_far``) for the comparisons."""
@@ -137,11 +135,9 @@ def _through_patch(model: torch.nn.Module, inputs: Any, sharp: _Sharp, hf: Any,
     part["kept"] = dict(handle.kept)
     part["undo"] = {
         "outputs": hf is None or same(_outputs(model, inputs), hf),
-        "state_dict": all(same(v, model.state_dict()[k]) for k, v in state.items()),
-        "modules": modules == [(name, id(m)) for name, m in model.named_modules()],
+        **before.undone(model),
         "overrides": not any("forward" in vars(m) and "sinpe" in type(vars(m)["forward"]).__module__
                              for m in model.modules()),
-        "globals": library_globals(model, "transformers.models.") == globals_before,
     }
     return part
 
@@ -150,19 +146,15 @@ def run(family: str) -> dict[str, Any]:
     """What the stage's tests judge about one family (plain data): the kernel path's
     result, with the device path's (the same model and references, patched again) under
     ``"device"``."""
-    torch.set_num_threads(1)
-    start = time.time()
     from sinpe.torch import _tensors
 
     try:
-        model, _, info = tiny.build(family, length=LENGTH)
-    except Exception as exc:  # noqa: BLE001 - transformers itself cannot build it
-        return {"status": "cannot build", "why": str(exc).splitlines()[0][:300]}
+        (model, _, info), start = started(lambda: tiny.build(family, length=LENGTH))
+    except CannotBuild as exc:
+        return exc.result
     inputs = info.get("inputs") if info.get("forward_ok") else None
     common: dict[str, Any] = {"kind": info.get("kind", "none"), "class": type(model).__name__}
-    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    modules = [(name, id(m)) for name, m in model.named_modules()]
-    globals_before = library_globals(model, "transformers.models.")
+    before = Snapshot(model, "transformers.models.")
     sharp = _Sharp(model)
     hf = _outputs(model, inputs) if inputs else None
     hf_far = None
@@ -175,8 +167,7 @@ def run(family: str) -> dict[str, Any]:
     parts = {}
     for path in PATHS:
         _tensors.DEVICE_PATH_FORCED = path == "device"
-        parts[path] = _through_patch(model, inputs, sharp, hf, hf_far is not None, state,
-                                     modules, globals_before)
+        parts[path] = _through_patch(model, inputs, sharp, hf, hf_far is not None, before)
     served = [part for part in parts.values() if part["status"] == "served"]
     if hf is not None and not hf.is_floating_point():
         common["output"] = f"{hf.dtype} (codes: no float32 noise to hold it to)"

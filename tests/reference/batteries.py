@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sys
+import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
@@ -58,6 +59,46 @@ def library_globals(model: torch.nn.Module, prefix: str) -> dict[str, Any]:
     modules = {sys.modules[type(m).__module__] for m in model.modules()
                if type(m).__module__.startswith(prefix)}
     return {f"{m.__name__}.{k}": v for m in modules for k, v in vars(m).items() if callable(v)}
+
+
+class Snapshot:
+    """What ``undo()`` must give back of a model (taken before the patch): its
+    state_dict's values, its module tree, the globals of the library's modules
+    (``prefix``: their package's, with the dot)."""
+
+    def __init__(self, model: torch.nn.Module, prefix: str) -> None:
+        self.prefix = prefix
+        self.state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        self.modules = [(name, id(m)) for name, m in model.named_modules()]
+        self.globals = library_globals(model, prefix)
+
+    def undone(self, model: torch.nn.Module) -> dict[str, bool]:
+        """Whether each is given back."""
+        return {
+            "state_dict": all(same(v, model.state_dict()[k]) for k, v in self.state.items()),
+            "modules": self.modules == [(name, id(m)) for name, m in model.named_modules()],
+            "globals": library_globals(model, self.prefix) == self.globals,
+        }
+
+
+class CannotBuild(Exception):
+    """The library itself cannot build the model here: ``result`` says why."""
+
+    def __init__(self, result: dict[str, Any]) -> None:
+        super().__init__(result["why"])
+        self.result = result
+
+
+def started(build: Callable[[], Any]) -> tuple[Any, float]:
+    """A battery's run begun: one torch thread (two worker processes share the CPU), the
+    clock, and what ``build()`` gives; :class:`CannotBuild` where it raises."""
+    torch.set_num_threads(1)
+    start = time.time()
+    try:
+        return build(), start
+    except Exception as exc:  # noqa: BLE001 - the library itself cannot build it here
+        raise CannotBuild({"status": "cannot build",
+                           "why": str(exc).splitlines()[0][:300]}) from None
 
 
 # the paths each model is patched on, in turn: the CPU kernel's, and the device path
