@@ -101,6 +101,17 @@ def _product_error(a: Number, b: Number, p: Any,
     return ((times(ah, bh) - p) + times(ah, bl) + times(al, bh)) + times(al, bl)
 
 
+def integer_bound(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[float]:
+    """The largest magnitude among a ``torch.arange`` call's ends and step where all are
+    integers (its values then exact integers), else None."""
+    given = [kwargs.get(name) for name in ("start", "end", "step")] + list(args)
+    bounds = [b for b in given if b is not None]
+    if not all(isinstance(b, (int, float)) and not isinstance(b, bool)
+               and float(b).is_integer() for b in bounds):
+        return None
+    return max((abs(float(b)) for b in bounds), default=0.0)
+
+
 def _products_only(equation: Any) -> bool:
     """Whether an ``einsum`` equation of two operands sums over no index (every index of
     its operands is in its output): each output value is one product."""
@@ -253,11 +264,9 @@ class Pairs:
         """``torch.arange``'s float32 or integer output, followed (exact, source
         :data:`MADE`) where its ends and step are integers within float32's exact ones."""
         out = torch.arange(*args, **kwargs)
-        bounds = [kwargs.get(name) for name in ("start", "end", "step")] + list(args)
-        if ((out.dtype is _F32 or not out.is_floating_point()) and all(
-                isinstance(b, (int, float)) and not isinstance(b, bool)
-                and float(b).is_integer() and abs(b) <= _EXACT_INTEGERS
-                for b in bounds if b is not None)):
+        largest = integer_bound(args, kwargs)
+        if ((out.dtype is _F32 or not out.is_floating_point()) and largest is not None
+                and largest <= _EXACT_INTEGERS):
             self._keep(out, None, frozenset((MADE,)))
         return out
 

@@ -29,18 +29,11 @@ import torch
 from torch.utils import _pytree
 
 from sinpe.torch.patching import _inline, _pairs
+from sinpe.torch.patching._exact import _on_cpu
 from sinpe.torch.patching._taint import ExactAngles
 
 _F32 = torch.float32
 _RELATIVE = 2.0**-40  # far below the 2**-30 the angle tables promise, far above 2**-48
-
-
-def _on_cpu(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu()
-    if isinstance(value, torch.device):
-        return torch.device("cpu")
-    return value
 
 
 class AngleSource:

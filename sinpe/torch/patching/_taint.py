@@ -43,7 +43,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree
 
 from sinpe.torch._tensors import _writes_in_place
-from sinpe.torch.patching._pairs import _JOINS, _MOVES
+from sinpe.torch.patching._pairs import _JOINS, _MOVES, integer_bound
 
 _WIDER = {torch.float32: torch.float64, torch.float16: torch.float64,
           torch.bfloat16: torch.float64, torch.complex64: torch.complex128,
@@ -140,10 +140,10 @@ class ExactAngles(TorchFunctionMode):
         kwargs = kwargs or {}
         if _writes_in_place(func) and args and isinstance(args[0], torch.Tensor):
             self._written(args[0])
-        angle = self._angle(func, args)
-        leaves = _pytree.tree_leaves((args, kwargs))
         if self.ranges and func is torch.arange:
             return self._range(args, kwargs)
+        angle = self._angle(func, args)
+        leaves = _pytree.tree_leaves((args, kwargs))
         if angle is not None:
             out = self._trigonometry(func, args, kwargs, angle)
         elif any(self.tainted(leaf) for leaf in leaves):
@@ -182,16 +182,14 @@ class ExactAngles(TorchFunctionMode):
         arithmetic are then in double); a float32 or float64 one of exact integers in
         double, the code's own beside it; any other as made."""
         out = torch.arange(*args, **kwargs)
-        bounds = [kwargs.get(name) for name in ("start", "end", "step")] + list(args)
-        if not all(isinstance(b, (int, float)) and not isinstance(b, bool)
-                   and float(b).is_integer() for b in bounds if b is not None):
+        largest = integer_bound(args, kwargs)
+        if largest is None:
             return out
         self._kept.append(out)
         if not out.is_floating_point():
             self._integers.add(id(out))
             return out
-        limit = _EXACT_INTEGERS.get(out.dtype, 0)
-        if not all(abs(b) <= limit for b in bounds if b is not None):
+        if largest > _EXACT_INTEGERS.get(out.dtype, 0):
             return out
         wide = out.to(torch.float64, copy=True)  # (never the code's own: each is written apart)
         self._taint(wide)
